@@ -1,0 +1,43 @@
+"""State the `common` role leaves on a node, checked from outside with testinfra."""
+
+import os
+
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+    os.environ["MOLECULE_INVENTORY_FILE"]
+).get_hosts("all")
+
+
+def test_node_runs_systemd(host):
+    # The image is booted with systemd as PID 1, like a real node.
+    assert host.run("cat /proc/1/comm").stdout.strip() == "systemd"
+    state = host.run("systemctl is-system-running").stdout.strip()
+    assert state in ("running", "degraded"), state
+    failed = host.run("systemctl --failed --no-legend --plain").stdout
+    assert failed.strip() == "", f"failed units: {failed}"
+
+
+def test_build_toolchain_works(host):
+    cmd = host.run("printf 'int main(void){return 0;}' | gcc -x c - -o /tmp/t && /tmp/t")
+    assert cmd.rc == 0, cmd.stderr
+
+
+def test_mpi_user_and_work_dir(host):
+    user = host.user("mpiuser")
+    assert user.exists
+    assert user.uid == 2000
+    assert user.shell == "/bin/bash"
+    work = host.file("/home/mpiuser/mncluster")
+    assert work.is_directory
+    assert work.user == "mpiuser"
+
+
+def test_hosts_entry_for_private_address(host):
+    hosts = host.file("/etc/hosts").content_string
+    assert "10.89.77.11 mnc-default-node" in hosts
+
+
+def test_cpu_mode_without_gpu(host):
+    # No NVIDIA device in the test bed: the role must not claim one.
+    assert host.run("lspci -n | grep -c ' 10de:' || true").stdout.strip() == "0"
