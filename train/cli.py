@@ -1,0 +1,167 @@
+"""Command line of the benchmark; every check here runs before MPI starts.
+
+Flags follow ChainerMN's examples (``--communicator``, ``--batchsize``,
+``--unit``, ``--gpu``). A bad choice fails every rank with the same message
+and exit status 2 before any MPI call, so mpiexec never waits on a partner
+that has already left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from train.data import DataError, check_data_path
+
+MODELS = ("mlp", "resnet50")
+COMMUNICATORS = ("naive", "flat", "non_cuda_aware", "pure_nccl")
+GPU_COMMUNICATORS = ("flat", "non_cuda_aware", "pure_nccl")
+DEFAULT_BATCHSIZE = {"mlp": 100, "resnet50": 32}
+
+
+class BenchmarkError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+
+def _bytes(text: str) -> int | str:
+    if text == "auto":
+        return text
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    try:
+        if t and t[-1] in units:
+            return int(float(t[:-1]) * units[t[-1]])
+        return int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 4096, 64M, 1G, auto)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m train",
+        description="ChainerMN data-parallel training benchmark (run under mpiexec).",
+    )
+    p.add_argument("--model", "-m", choices=MODELS, default="mlp", help="network to train (default: mlp)")
+    p.add_argument("--batchsize", "-b", type=int, help="samples per process per iteration "
+                   "(default: 100 for mlp, 32 for resnet50)")
+    p.add_argument("--unit", "-u", type=int, default=1000, help="hidden units of the MLP (default: 1000)")
+    p.add_argument("--communicator", choices=COMMUNICATORS,
+                   help="ChainerMN communicator (default: pure_nccl with --gpu, naive without)")
+    p.add_argument("--gpu", "-g", action="store_true", help="one GPU per process (device = intra-node rank)")
+    p.add_argument("--iterations", "-i", type=int, default=50,
+                   help="timed iterations in each pass, instrumented and plain (default: 50)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed iterations first (default: 5)")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="alternate plain and instrumented passes this many times (default: 2)")
+    p.add_argument("--data", default="synthetic",
+                   help="'synthetic', or an MNIST IDX file/directory, an .npz, or a 'path label' list file")
+    p.add_argument("--root", help="directory the list file's image paths are relative to "
+                   "(default: the list file's directory)")
+    p.add_argument("--insize", type=int, default=224,
+                   help="image side for resnet50 and list files (default: 224)")
+    p.add_argument("--classes", type=int, help="output classes (default: 10 for mlp, 1000 for resnet50)")
+    p.add_argument("--allreduce-dtype", choices=("float16", "float32"),
+                   help="gradient dtype on the wire (pure_nccl only)")
+    p.add_argument("--double-buffering", action="store_true",
+                   help="overlap allreduce with the next iteration (pure_nccl only)")
+    p.add_argument("--seed", type=int, default=0, help="seed for data order and synthetic data")
+    p.add_argument("--out", "-o", help="write the JSON document here (rank 0)")
+    p.add_argument("--json-stdout", action="store_true",
+                   help="also print the document on one stdout line prefixed 'MNCBENCH_JSON '")
+    p.add_argument("--trace", help="write a Chrome trace (chrome://tracing, Perfetto) of every rank's phases")
+    p.add_argument("--sweep-max-bytes", type=_bytes, default="auto",
+                   help="largest raw MPI allreduce in the 8 B.. sweep; 'auto' = the gradient size "
+                   "rounded up to a power of two; 0 skips the sweep")
+    p.add_argument("--sweep-iters", type=int, default=20,
+                   help="allreduces per sweep size (fewer for big sizes)")
+    p.add_argument("--p2p-bytes", type=_bytes, default=16 << 20,
+                   help="message size of the point-to-point ping-pong (default: 16M; 0 skips it)")
+    p.add_argument("--p2p-iters", type=int, default=10, help="round trips per measured pair (default: 10)")
+    return p
+
+
+def gpu_problem() -> str | None:
+    try:
+        import cupy
+    except Exception as e:  # ImportError, or a CUDA library that does not load
+        return f"--gpu needs CuPy, which does not import here: {e}"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        return f"--gpu: no usable CUDA device ({e})"
+    if n < 1:
+        return "--gpu: no CUDA device is visible"
+    return None
+
+
+def resolve(args: argparse.Namespace) -> str | None:
+    """Fill defaults that depend on other flags; return a problem or None."""
+    if args.communicator is None:
+        args.communicator = "pure_nccl" if args.gpu else "naive"
+    if args.batchsize is None:
+        args.batchsize = DEFAULT_BATCHSIZE[args.model]
+    if args.classes is None:
+        args.classes = 10 if args.model == "mlp" else 1000
+    positive = ("batchsize", "unit", "iterations", "insize", "classes", "rounds", "sweep_iters", "p2p_iters")
+    for name in positive:
+        if getattr(args, name) < 1:
+            return f"--{name.replace('_', '-')} must be at least 1"
+    if args.warmup < (2 if args.double_buffering else 1):
+        return "--warmup must be at least 1 (2 with --double-buffering): the first update only broadcasts"
+    if args.iterations < args.rounds:
+        return f"--iterations ({args.iterations}) must be at least --rounds ({args.rounds})"
+    if args.communicator in GPU_COMMUNICATORS and not args.gpu:
+        return (f"communicator {args.communicator!r} runs on GPUs only: add --gpu on a GPU node, "
+                "or use --communicator naive on the CPU")
+    if args.allreduce_dtype and args.communicator != "pure_nccl":
+        return "--allreduce-dtype needs --communicator pure_nccl"
+    if args.double_buffering and args.communicator != "pure_nccl":
+        return "--double-buffering needs --communicator pure_nccl"
+    if args.data != "synthetic":
+        try:
+            check_data_path(args.data, args.root)
+        except (DataError, OSError) as e:
+            return str(e)
+    if args.gpu:
+        return gpu_problem()
+    return None
+
+
+def _rank() -> int:
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
+
+
+def _abort(code: int) -> int:
+    """Take every rank down: a partner blocked in a collective would hang."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        mpi.COMM_WORLD.Abort(code)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = resolve(args)
+    if problem:
+        parser.error(problem)
+    try:
+        from train import bench
+
+        bench.run(args)
+    except (BenchmarkError, DataError) as e:
+        print(f"[rank {_rank()}] train: error: {e}", file=sys.stderr, flush=True)
+        return _abort(1)
+    except Exception:
+        for line in traceback.format_exc().splitlines():
+            print(f"[rank {_rank()}] {line}", file=sys.stderr)
+        sys.stderr.flush()
+        return _abort(1)
+    return 0
