@@ -108,8 +108,9 @@ def resolve(args: argparse.Namespace) -> str | None:
     for name in positive:
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be at least 1"
-    if args.warmup < (2 if args.double_buffering else 1):
-        return "--warmup must be at least 1 (2 with --double-buffering): the first update only broadcasts"
+    if args.warmup < (3 if args.double_buffering else 2):
+        return ("--warmup must be at least 2 (3 with --double-buffering): the first update only "
+                "broadcasts, and the optimizer state is made by the next")
     if args.iterations < args.rounds:
         return f"--iterations ({args.iterations}) must be at least --rounds ({args.rounds})"
     if args.communicator in GPU_COMMUNICATORS and not args.gpu:

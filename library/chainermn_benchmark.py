@@ -1,0 +1,321 @@
+#!/usr/bin/python
+# Copyright: mncluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: chainermn_benchmark
+short_description: Run the ChainerMN training benchmark over a range of process counts
+description:
+  - Runs C(mpiexec -n p -hostfile H --map-by ppr:<slots>:node python -m train ...) once per process
+    count C(p), from the MPI launcher node, and returns the benchmark document of every run.
+  - The default sweep is 1, the powers of two below the slot count, and all slots
+    (3 nodes x 2 slots gives 1, 2, 4, 6).
+  - Computes weak-scaling efficiency (fixed per-process batch) against the smallest C(p), normally 1.
+  - A rank that crashes or hangs fails the task with that rank's stderr tail; each run is killed
+    after O(timeout) seconds.
+  - Asking for more processes than slots fails before anything runs. Check mode runs nothing and
+    returns the planned process counts and command lines.
+version_added: "0.1.0"
+author: mncluster contributors
+options:
+  chdir:
+    description: Directory that holds the C(train) package; C(python -m train) runs here on every node.
+    type: path
+    required: true
+  python:
+    description: Python interpreter on the nodes that has Chainer, ChainerMN and mpi4py.
+    type: str
+    default: python3
+  mpiexec:
+    description: The C(mpiexec) to launch with (a name on PATH or a path).
+    type: str
+    default: mpiexec
+  hostfile:
+    description:
+      - OpenMPI hostfile (C(host slots=N) lines). Without it every rank runs on this node.
+      - Read to check that each of the first O(nodes) hosts has O(slots_per_node) slots.
+    type: path
+  slots_per_node:
+    description: Processes per node (C(--map-by ppr:N:node)); default is the first hostfile host's slots.
+    type: int
+  nodes:
+    description: Nodes to use; default is every host in the hostfile (1 without a hostfile).
+    type: int
+  process_counts:
+    description: Process counts to run, in this order; default 1, powers of two, all slots.
+    type: list
+    elements: int
+  model:
+    description: Network to train.
+    type: str
+    choices: [mlp, resnet50]
+    default: mlp
+  batchsize:
+    description: Samples per process per iteration; the benchmark's default when unset.
+    type: int
+  unit:
+    description: Hidden units of the MLP.
+    type: int
+  iterations:
+    description: Timed iterations per pass (the benchmark runs a plain and an instrumented pass).
+    type: int
+    default: 50
+  warmup:
+    description: Untimed iterations first (at least 2).
+    type: int
+    default: 5
+  communicator:
+    description: ChainerMN communicator; the benchmark picks C(pure_nccl) with O(gpu), C(naive) without.
+    type: str
+    choices: [naive, flat, non_cuda_aware, pure_nccl]
+  gpu:
+    description: One GPU per process.
+    type: bool
+    default: false
+  data:
+    description: C(synthetic), or a path on the nodes to MNIST IDX/npz files or an image list file.
+    type: str
+    default: synthetic
+  extra_args:
+    description: More arguments for C(python -m train), e.g. C([--insize, "128"]).
+    type: list
+    elements: str
+    default: []
+  mpiexec_extra_args:
+    description: More arguments for C(mpiexec), e.g. C([--mca, btl_tcp_if_include, bond0]).
+    type: list
+    elements: str
+    default: []
+  environment:
+    description: Environment variables for every rank (set here and exported with C(-x)).
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds one run may take before it is killed and the task fails.
+    type: int
+    default: 900
+  out_dir:
+    description: Directory on this node for C(p<N>.json) (and C(trace-p<N>.json) with O(trace)).
+    type: path
+  trace:
+    description: Also write a Chrome trace per run into O(out_dir) (written by rank 0).
+    type: bool
+    default: false
+notes:
+  - Uses OpenMPI's C(--map-by ppr) and C(-x) options.
+  - Per-run numbers (phase statistics, algbw, busbw) come from the benchmark itself; see DESIGN.md.
+seealso:
+  - module: ansible.builtin.command
+"""
+
+EXAMPLES = r"""
+- name: Benchmark the MLP at 1, 2, 4 and 6 processes
+  chainermn_benchmark:
+    chdir: /home/mpiuser/mncluster
+    python: /home/mpiuser/.venv/mncluster/bin/python
+    hostfile: /home/mpiuser/mncluster/hostfile
+    slots_per_node: 2
+    model: mlp
+    iterations: 50
+    out_dir: /home/mpiuser/mncluster/results
+  register: bench
+
+- name: One process count per task, so progress shows
+  chainermn_benchmark:
+    chdir: /home/mpiuser/mncluster
+    hostfile: /home/mpiuser/mncluster/hostfile
+    process_counts: ["{{ item }}"]
+    model: resnet50
+    gpu: true
+  loop: [1, 2, 4, 8]
+"""
+
+RETURN = r"""
+process_counts:
+  description: The process counts run (or planned, in check mode).
+  returned: always
+  type: list
+  elements: int
+  sample: [1, 2, 4, 6]
+commands:
+  description: The argv of each run.
+  returned: always
+  type: list
+  elements: list
+documents:
+  description: The benchmark document (schema C(mncluster.benchmark/1)) of each run, in run order.
+  returned: success, not in check mode
+  type: list
+  elements: dict
+scaling:
+  description: Per process count, throughput, ideal throughput, speedup and weak-scaling efficiency.
+  returned: success, not in check mode
+  type: list
+  elements: dict
+  sample:
+    - {processes: 1, samples_per_s: 610.2, ideal_samples_per_s: 610.2, speedup: 1.0, efficiency: 1.0,
+       baseline_processes: 1}
+    - {processes: 2, samples_per_s: 1100.5, ideal_samples_per_s: 1220.4, speedup: 1.8, efficiency: 0.9,
+       baseline_processes: 1}
+files:
+  description: Files written into O(out_dir).
+  returned: when out_dir is set
+  type: list
+  elements: str
+failed_processes:
+  description: The process count whose run failed.
+  returned: failure of a run
+  type: int
+failed_rank:
+  description: The rank the output blames for the failure, when it can tell.
+  returned: failure of a run
+  type: int
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.mnc_bench import (
+    check_process_counts,
+    failing_rank,
+    mpiexec_argv,
+    parse_document,
+    parse_hostfile,
+    process_counts,
+    scaling,
+    stderr_tail,
+    train_argv,
+)
+
+TRAIN_OPTIONS = ("model", "batchsize", "unit", "iterations", "warmup", "communicator", "gpu", "data")
+
+
+def _plan(module):
+    """(counts, nodes, slots, hostfile hosts) or fail_json; touches nothing."""
+    p = module.params
+    hosts = None
+    if p["hostfile"]:
+        try:
+            with open(p["hostfile"], encoding="utf-8") as f:
+                hosts = parse_hostfile(f.read())
+        except (OSError, ValueError) as e:
+            module.fail_json(msg=f"cannot read hostfile {p['hostfile']}: {e}")
+        if not hosts:
+            module.fail_json(msg=f"hostfile {p['hostfile']} lists no hosts")
+    slots = p["slots_per_node"] or (hosts[0][1] if hosts else None)
+    if not slots or slots < 1:
+        module.fail_json(msg="slots_per_node must be set (and at least 1) when there is no hostfile")
+    nodes = p["nodes"] or (len(hosts) if hosts else 1)
+    counts = p["process_counts"] or process_counts(nodes * slots)
+    problem = check_process_counts(counts, nodes, slots, hosts)
+    if problem:
+        module.fail_json(msg=problem, process_counts=counts)
+    if not os.path.isfile(os.path.join(p["chdir"], "train", "__main__.py")):
+        module.fail_json(msg=f"{p['chdir']} holds no train package (train/__main__.py); nothing was run")
+    if p["trace"] and not p["out_dir"]:
+        module.fail_json(msg="trace needs out_dir")
+    return counts, nodes, slots
+
+
+def _commands(module, counts, slots):
+    p = module.params
+    timeout_bin = module.get_bin_path("timeout")
+    cmds = []
+    for n in counts:
+        options = {k: p[k] for k in TRAIN_OPTIONS}
+        extra = list(p["extra_args"])
+        if p["trace"]:
+            extra += ["--trace", os.path.join(p["out_dir"], f"trace-p{n}.json")]
+        command = train_argv(p["python"], options, extra)
+        cmds.append(mpiexec_argv(p["mpiexec"], n, slots, command, hostfile=p["hostfile"],
+                                 export=sorted(p["environment"]), extra_args=p["mpiexec_extra_args"],
+                                 timeout=p["timeout"], timeout_bin=timeout_bin))
+    return cmds
+
+
+def _fail_run(module, n, argv, rc, out, err, timed_out):
+    rank = failing_rank(err)
+    tail = stderr_tail(err, rank)
+    who = f"rank {rank}" if rank is not None else "a rank"
+    if timed_out:
+        msg = (f"the run with {n} processes did not finish within {module.params['timeout']} s "
+               f"and was killed (a hung rank or a network that does not connect?); stderr tail:\n{tail}")
+    else:
+        msg = f"the run with {n} processes failed (rc={rc}) in {who}; stderr tail:\n{tail}"
+    module.fail_json(msg=msg, rc=rc, cmd=argv, stdout=out[-4000:], stderr=err[-8000:],
+                     failed_processes=n, failed_rank=rank)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            chdir=dict(type="path", required=True),
+            python=dict(type="str", default="python3"),
+            mpiexec=dict(type="str", default="mpiexec"),
+            hostfile=dict(type="path"),
+            slots_per_node=dict(type="int"),
+            nodes=dict(type="int"),
+            process_counts=dict(type="list", elements="int"),
+            model=dict(type="str", choices=["mlp", "resnet50"], default="mlp"),
+            batchsize=dict(type="int"),
+            unit=dict(type="int"),
+            iterations=dict(type="int", default=50),
+            warmup=dict(type="int", default=5),
+            communicator=dict(type="str", choices=["naive", "flat", "non_cuda_aware", "pure_nccl"]),
+            gpu=dict(type="bool", default=False),
+            data=dict(type="str", default="synthetic"),
+            extra_args=dict(type="list", elements="str", default=[]),
+            mpiexec_extra_args=dict(type="list", elements="str", default=[]),
+            environment=dict(type="dict", default={}),
+            timeout=dict(type="int", default=900),
+            out_dir=dict(type="path"),
+            trace=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    counts, _nodes, slots = _plan(module)
+    commands = _commands(module, counts, slots)
+    if module.check_mode:
+        module.exit_json(changed=False, process_counts=counts, commands=commands)
+
+    env = {k: str(v) for k, v in p["environment"].items()}
+    if p["out_dir"]:
+        os.makedirs(p["out_dir"], exist_ok=True)
+    documents, files = [], []
+    for i, n in enumerate(counts):
+        argv = commands[i]
+        rc, out, err = module.run_command(argv, cwd=p["chdir"], environ_update=env, check_rc=False)
+        timed_out = argv[0].endswith("timeout") and rc in (124, 137)
+        if rc != 0:
+            _fail_run(module, n, argv, rc, out, err, timed_out)
+        try:
+            doc = parse_document(out)
+        except ValueError as e:
+            module.fail_json(msg=f"the run with {n} processes gave no benchmark document: {e}",
+                             rc=rc, cmd=argv, stdout=out[-8000:], stderr=err[-8000:], failed_processes=n)
+        documents.append(doc)
+        if p["out_dir"]:
+            path = os.path.join(p["out_dir"], f"p{n}.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=1)
+            files.append(path)
+
+    result = dict(
+        changed=True,
+        process_counts=counts,
+        commands=commands,
+        documents=documents,
+        scaling=scaling([(d["config"]["processes"], d["throughput"]["samples_per_s"]) for d in documents]),
+    )
+    if p["out_dir"]:
+        result["files"] = files
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
