@@ -212,6 +212,9 @@ def build_report(documents, meta=None):
             "phases_median": {k: d["phases"][k]["median"] for k in (*PHASES, "total")},
             "phases_mean": {k: d["phases"][k]["mean"] for k in (*PHASES, "total")},
             "phases_p95": {k: d["phases"][k]["p95"] for k in (*PHASES, "total")},
+            "breakdown_mean": {k: d["breakdown"][k]["mean"]
+                               for k in (*PHASES, "total")},
+            "imbalance_median": d["imbalance"]["median"],
             "allreduce_bytes": ar["bytes"],
             "allreduce_time": ar["time"],
             "algbw": ar["algbw"],
@@ -282,19 +285,25 @@ def render_markdown(report, plots=()):
         "",
         "## Where an iteration's time goes",
         "",
-        "Median over iterations of the slowest rank, in milliseconds (share of the total in brackets).",
+        "Milliseconds per iteration, mean over iterations and ranks (share of the total in brackets); "
+        "wait is the time a rank idles at the barrier for the slowest one. The last columns are "
+        "the slowest rank's (critical path) median allreduce and total, and the median compute "
+        "imbalance (slowest minus fastest rank).",
         "",
     ]
     rows = []
     for r in runs:
-        med, total = r["phases_median"], r["phases_median"]["total"] or 0
+        avg, total = r["breakdown_mean"], r["breakdown_mean"]["total"] or 0
         cells = [r["processes"]]
         for k in PHASES:
-            share = " (%.0f%%)" % (100 * med[k] / total) if total else ""
-            cells.append(_ms(med[k]) + share)
-        cells += [_ms(total), _ms(r["phases_p95"]["total"])]
+            share = f" ({100 * avg[k] / total:.0f}%)" if total else ""
+            cells.append(_ms(avg[k]) + share)
+        cells += [_ms(total), _ms(r["phases_median"]["allreduce"]), _ms(r["phases_median"]["total"]),
+                  _ms(r["phases_p95"]["total"]), _ms(r["imbalance_median"])]
         rows.append(cells)
-    lines += [_table(["processes", "compute", "wait", "allreduce", "update", "total", "total p95"], rows), ""]
+    lines += [_table(["processes", "compute", "wait", "allreduce", "update", "total",
+                      "critical allreduce median", "critical total median", "critical total p95",
+                      "imbalance median"], rows), ""]
     lines += [
         "## Allreduce bandwidth against its ceilings",
         "",

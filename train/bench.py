@@ -292,6 +292,10 @@ def chrome_trace(stamps: list[np.ndarray], hosts: list[str]) -> dict:
             "otherData": {"schema": SCHEMA, "clock": "seconds since a common barrier, per rank"}}
 
 
+def chunk_sizes(iterations: int, rounds: int) -> list[int]:
+    return [iterations // rounds + (1 if i < iterations % rounds else 0) for i in range(rounds)]
+
+
 def run(args) -> dict | None:
     r = Runner(args)
     rank, size = r.rank, r.size
@@ -302,16 +306,15 @@ def run(args) -> dict | None:
     r.warmup()
 
     # Alternate plain and instrumented chunks: both passes see the same drift.
-    chunks = [args.iterations // args.rounds + (1 if i < args.iterations % args.rounds else 0)
-              for i in range(args.rounds)]
+    chunks = chunk_sizes(args.iterations, args.rounds)
     r.mpi.Barrier()
     origin = time.perf_counter()
-    plain_s = instr_s = 0.0
+    walls = []  # (plain, instrumented) seconds per round
     stamps, loading = [], []
     for n in chunks:
-        plain_s += r.plain(n)
+        plain_s = r.plain(n)
         s, st, ld = r.instrumented(n, origin)
-        instr_s += s
+        walls.append((plain_s, s))
         stamps.append(st)
         loading.append(ld)
     stamps = np.concatenate(stamps)
@@ -324,7 +327,7 @@ def run(args) -> dict | None:
     sweep = r.allreduce_sweep(r.sweep_sizes(allreduce_bytes))
     p2p = r.p2p()
 
-    gathered = r.mpi.gather((stamps, loading, plain_s, instr_s), root=0)
+    gathered = r.mpi.gather((stamps, loading, np.array(walls)), root=0)
     if rank != 0:
         r.mpi.Barrier()
         return None
@@ -354,13 +357,20 @@ def document(args, r, gathered, sweep, p2p, allreduce_bytes) -> dict:
     critical = durations.max(axis=0)  # max across ranks, per iteration and phase
     phases = {name: metrics.summarize(critical[:, k]) for k, name in enumerate(PHASES)}
     phases["total"] = metrics.summarize(totals.max(axis=0))
+    # The average rank's iteration: these do add up to the total, and wait is the
+    # mean time a rank idles for the slowest one. The report's stacked bars use them.
+    average = durations.mean(axis=0)
+    breakdown = {name: metrics.summarize(average[:, k]) for k, name in enumerate(PHASES)}
+    breakdown["total"] = metrics.summarize(totals.mean(axis=0))
+    imbalance = durations[:, :, 0].max(axis=0) - durations[:, :, 0].min(axis=0)
     data_time = np.stack([g[1] for g in gathered]).max(axis=0)
 
     n = args.iterations
-    plain_s = max(g[2] for g in gathered)
-    instr_s = max(g[3] for g in gathered)
+    walls = np.stack([g[2] for g in gathered]).max(axis=0)  # [round, (plain, instrumented)], slowest rank
+    plain_s, instr_s = (float(x) for x in walls.sum(axis=0))
     samples = args.batchsize * size * n
-    overhead = instr_s / plain_s - 1.0
+    # The median of the per-round ratios: one round hit by a noisy neighbour does not decide it.
+    overhead = float(np.median(walls[:, 1] / walls[:, 0])) - 1.0
     t_ar = phases["allreduce"]["median"]
 
     per_rank = []
@@ -390,8 +400,13 @@ def document(args, r, gathered, sweep, p2p, allreduce_bytes) -> dict:
                      "dtype": "float32", "allreduce_bytes": allreduce_bytes},
         "phases": phases,
         "phases_note": ("per iteration the max across ranks of each phase (the critical path); "
-                        "total is the max across ranks of each rank's t4 - t0, so the phase "
-                        "statistics can add up to slightly more than the total"),
+                        "total is the max across ranks of each rank's t4 - t0, so the phases "
+                        "add up to more than the total by about the imbalance"),
+        "breakdown": breakdown,
+        "breakdown_note": "per iteration the mean across ranks of each phase; compute + wait + "
+                          "allreduce + update = total for every iteration",
+        "imbalance": metrics.summarize(imbalance),
+        "imbalance_note": "per iteration the slowest minus the fastest rank's compute",
         "data_loading": metrics.summarize(data_time),
         "per_rank": per_rank,
         "throughput": {
@@ -402,9 +417,13 @@ def document(args, r, gathered, sweep, p2p, allreduce_bytes) -> dict:
         },
         "instrumentation": {
             "plain_wall": plain_s, "instrumented_wall": instr_s,
+            "rounds": [{"iterations": int(c), "plain_wall": float(w[0]), "instrumented_wall": float(w[1])}
+                       for c, w in zip(chunk_sizes(n, args.rounds), walls, strict=True)],
             "overhead": overhead, "overhead_percent": overhead * 100.0,
-            "note": "instrumented / plain wall time - 1 over the same number of iterations; "
-                    "the instrumented pass adds two barriers and device syncs per iteration",
+            "overhead_total_percent": (instr_s / plain_s - 1.0) * 100.0,
+            "note": "median over rounds of instrumented / plain wall time - 1 (same iterations, "
+                    "alternating passes); the instrumented pass adds two barriers and device "
+                    "syncs per iteration",
         },
         "allreduce": {
             "bytes": allreduce_bytes, "arrays": r.grad_arrays, "time": t_ar,

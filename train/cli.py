@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", "-i", type=int, default=50,
                    help="timed iterations in each pass, instrumented and plain (default: 50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed iterations first (default: 5)")
-    p.add_argument("--rounds", type=int, default=2,
-                   help="alternate plain and instrumented passes this many times (default: 2)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="alternate plain and instrumented chunks this many times (default: 5)")
     p.add_argument("--data", default="synthetic",
                    help="'synthetic', or an MNIST IDX file/directory, an .npz, or a 'path label' list file")
     p.add_argument("--root", help="directory the list file's image paths are relative to "
@@ -111,8 +111,7 @@ def resolve(args: argparse.Namespace) -> str | None:
     if args.warmup < (3 if args.double_buffering else 2):
         return ("--warmup must be at least 2 (3 with --double-buffering): the first update only "
                 "broadcasts, and the optimizer state is made by the next")
-    if args.iterations < args.rounds:
-        return f"--iterations ({args.iterations}) must be at least --rounds ({args.rounds})"
+    args.rounds = min(args.rounds, args.iterations)
     if args.communicator in GPU_COMMUNICATORS and not args.gpu:
         return (f"communicator {args.communicator!r} runs on GPUs only: add --gpu on a GPU node, "
                 "or use --communicator naive on the CPU")

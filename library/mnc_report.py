@@ -1,0 +1,256 @@
+#!/usr/bin/python
+# Copyright: mncluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mnc_report
+short_description: Write the ChainerMN scaling report (JSON, Markdown, PNG plots)
+description:
+  - Takes the benchmark documents of a sweep (from M(chainermn_benchmark)) and writes
+    C(<dest>/<timestamp>/) with C(report.json), C(report.md), one C(p<N>.json) per run and PNG plots
+    (throughput with the ideal line, scaling efficiency, stacked phase times, allreduce bandwidth
+    against the raw MPI allreduce and point-to-point ceilings), then points C(<dest>/latest) at it.
+  - Meant to run on the controller (C(delegate_to) C(localhost)); the plots need matplotlib there.
+version_added: "0.1.0"
+author: mncluster contributors
+options:
+  documents:
+    description: Benchmark documents, schema C(mncluster.benchmark/1); one per process count.
+    type: list
+    elements: dict
+    required: true
+  dest:
+    description: Directory that holds the report directories and the C(latest) link.
+    type: path
+    required: true
+  timestamp:
+    description: Name of this report's directory.
+    type: str
+    required: true
+  launcher:
+    description: Host that launched the runs, for the report's header.
+    type: str
+  plots:
+    description: Draw the PNG plots (needs matplotlib).
+    type: bool
+    default: true
+  latest_link:
+    description: Point C(<dest>/latest) at this report.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Write the report on the controller
+  mnc_report:
+    documents: "{{ bench.documents }}"
+    dest: "{{ playbook_dir }}/../reports"
+    timestamp: "{{ now(utc=true, fmt='%Y%m%dT%H%M%SZ') }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+report_dir:
+  description: The directory written.
+  returned: always
+  type: str
+files:
+  description: Files written (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+runs:
+  description: Per process count, throughput, efficiency, phase medians and bandwidths.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.mnc_bench import PHASES, build_report, render_markdown
+
+PHASE_COLOURS = {"compute": "#4C72B0", "wait": "#DD8452", "allreduce": "#C44E52", "update": "#55A868"}
+PLOTS = (
+    ("throughput.png", "Throughput and scaling efficiency vs processes"),
+    ("phases.png", "Time per iteration by phase vs processes"),
+    ("bandwidth.png", "Allreduce bus bandwidth against raw MPI allreduce and point-to-point"),
+)
+
+
+def _plot_throughput(plt, report, path):
+    runs = report["runs"]
+    ps = [r["processes"] for r in runs]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    ax.plot(ps, [r["ideal_samples_per_s"] for r in runs], "--", color="grey", label="ideal (linear)")
+    ax.plot(ps, [r["samples_per_s"] for r in runs], "o-", color="#4C72B0", lw=2, label="measured")
+    for r in runs:
+        ax.annotate(f"{r['samples_per_s']:.0f}", (r["processes"], r["samples_per_s"]),
+                    textcoords="offset points", xytext=(0, 8), ha="center", fontsize=9)
+    ax.set_xlabel("processes")
+    ax.set_ylabel("samples / s")
+    ax.set_title("Throughput (weak scaling)")
+    ax.set_xticks(ps)
+    ax.set_xlim(0, max(ps) + 1)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    effs = [100 * (r["efficiency"] or 0) for r in runs]
+    ax2.bar([str(p) for p in ps], effs, color="#4C72B0", alpha=0.8)
+    ax2.axhline(100, ls="--", color="grey")
+    for i, e in enumerate(effs):
+        ax2.text(i, e + 2, f"{e:.0f}%", ha="center", fontsize=9)
+    ax2.set_xlabel("processes")
+    ax2.set_ylabel(f"efficiency vs p = {report['baseline_processes']} (%)")
+    ax2.set_title("Scaling efficiency")
+    ax2.set_ylim(0, max([110, *[e + 10 for e in effs]]))
+    ax2.grid(axis="y", alpha=0.3)
+    fig.suptitle(_subtitle(report), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _subtitle(report):
+    cfg = report["config"]
+    return (f"{cfg.get('model')}, batch {cfg.get('batchsize')}/process, {cfg.get('communicator')} "
+            f"communicator, {report['environment'].get('device') or 'cpu'}")
+
+
+def _plot_phases(plt, report, path):
+    runs = report["runs"]
+    labels = [str(r["processes"]) for r in runs]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    bottom = [0.0] * len(runs)
+    for phase in PHASES:
+        vals = [r["breakdown_mean"][phase] * 1e3 for r in runs]
+        ax.bar(labels, vals, bottom=bottom, label=phase, color=PHASE_COLOURS[phase], width=0.6)
+        bottom = [b + v for b, v in zip(bottom, vals)]  # noqa: B905 (py3.8+ nodes)
+    totals = [r["breakdown_mean"]["total"] * 1e3 for r in runs]
+    for i, t in enumerate(totals):
+        share = 100 * runs[i]["breakdown_mean"]["allreduce"] * 1e3 / t if t else 0
+        ax.text(i, t * 1.02, f"{t:.1f} ms\nallreduce {share:.0f}%", ha="center", va="bottom", fontsize=8)
+    ax.set_xlabel("processes")
+    ax.set_ylabel("ms per iteration (mean over ranks and iterations)")
+    ax.set_title("Where an iteration's time goes\n" + _subtitle(report), fontsize=11)
+    ax.set_ylim(0, max([*bottom, *totals]) * 1.25 or 1)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper left", ncol=4, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_bandwidth(plt, report, path):
+    docs = [d for d in report["documents"] if d["config"]["processes"] > 1]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    cmap = plt.get_cmap("viridis")
+    for i, d in enumerate(docs):
+        colour = cmap(i / max(1, len(docs) - 1) * 0.85)
+        p = d["config"]["processes"]
+        sweep = [r for r in d.get("raw_allreduce") or [] if r["busbw"]]
+        if sweep:
+            ax.plot([r["bytes"] for r in sweep], [r["busbw"] for r in sweep], "-", color=colour,
+                    label=f"raw MPI_Allreduce, p={p}")
+        ar = d["allreduce"]
+        if ar.get("busbw"):
+            ax.plot([ar["bytes"]], [ar["busbw"]], "*", color=colour, markersize=14, mec="black",
+                    label=f"ChainerMN gradient allreduce, p={p}")
+    styles = {"inter-node": ("black", "--"), "intra-node": ("grey", ":")}
+    seen = set()
+    for d in docs:
+        for row in d.get("p2p") or []:
+            if row["kind"] in seen or not row.get("bandwidth"):
+                continue
+            seen.add(row["kind"])
+            colour, ls = styles.get(row["kind"], ("black", "-."))
+            ax.axhline(row["bandwidth"], color=colour, ls=ls,
+                       label=f"p2p {row['kind']} ({row['bandwidth']:.2f} GB/s)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("busbw, GB/s (1e9 B/s)")
+    ax.set_title("Allreduce bus bandwidth vs its ceilings\n" + _subtitle(report), fontsize=11)
+    ax.grid(alpha=0.3, which="both")
+    if docs:
+        ax.legend(fontsize=8, loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "no run with more than one process", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            documents=dict(type="list", elements="dict", required=True),
+            dest=dict(type="path", required=True),
+            timestamp=dict(type="str", required=True),
+            launcher=dict(type="str"),
+            plots=dict(type="bool", default=True),
+            latest_link=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not p["documents"]:
+        module.fail_json(msg="no benchmark documents to report on")
+    if "/" in p["timestamp"] or p["timestamp"] in ("", ".", "..", "latest"):
+        module.fail_json(msg=f"timestamp {p['timestamp']!r} cannot name a report directory")
+    try:
+        report = build_report(p["documents"], {"timestamp": p["timestamp"], "launcher": p["launcher"]})
+    except (KeyError, TypeError, ValueError) as e:
+        module.fail_json(msg=f"the documents are not benchmark documents: {e!r}")
+
+    report_dir = os.path.join(p["dest"], p["timestamp"])
+    plots = list(PLOTS) if p["plots"] else []
+    files = [os.path.join(report_dir, n) for n in ("report.json", "report.md")]
+    files += [os.path.join(report_dir, f"p{r['processes']}.json") for r in report["runs"]]
+    files += [os.path.join(report_dir, n) for n, _ in plots]
+    summary = [{k: v for k, v in r.items()} for r in report["runs"]]
+    if module.check_mode:
+        module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary)
+
+    plt = None
+    if plots:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as e:
+            module.fail_json(msg=f"the plots need matplotlib on the controller ({e}); "
+                                 "install it or set plots: false")
+    os.makedirs(report_dir, exist_ok=True)
+    for d in report["documents"]:
+        _write(os.path.join(report_dir, f"p{d['config']['processes']}.json"), json.dumps(d, indent=1) + "\n")
+    _write(os.path.join(report_dir, "report.json"), json.dumps(report, indent=1) + "\n")
+    _write(os.path.join(report_dir, "report.md"), render_markdown(report, plots))
+    if plt is not None:
+        _plot_throughput(plt, report, os.path.join(report_dir, "throughput.png"))
+        _plot_phases(plt, report, os.path.join(report_dir, "phases.png"))
+        _plot_bandwidth(plt, report, os.path.join(report_dir, "bandwidth.png"))
+    if p["latest_link"]:
+        link = os.path.join(p["dest"], "latest")
+        tmp = link + ".tmp"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(p["timestamp"], tmp)  # relative: the reports tree can move
+        os.replace(tmp, link)
+    module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary)
+
+
+if __name__ == "__main__":
+    main()
