@@ -362,7 +362,8 @@ def document(args, r, gathered, sweep, p2p, allreduce_bytes) -> dict:
     average = durations.mean(axis=0)
     breakdown = {name: metrics.summarize(average[:, k]) for k, name in enumerate(PHASES)}
     breakdown["total"] = metrics.summarize(totals.mean(axis=0))
-    imbalance = durations[:, :, 0].max(axis=0) - durations[:, :, 0].min(axis=0)
+    spread = durations.max(axis=0) - durations.min(axis=0)  # [iteration, phase], slowest - fastest rank
+    imbalance = spread[:, 0]
     data_time = np.stack([g[1] for g in gathered]).max(axis=0)
 
     n = args.iterations
@@ -407,6 +408,9 @@ def document(args, r, gathered, sweep, p2p, allreduce_bytes) -> dict:
                           "allreduce + update = total for every iteration",
         "imbalance": metrics.summarize(imbalance),
         "imbalance_note": "per iteration the slowest minus the fastest rank's compute",
+        "spread": {name: metrics.summarize(spread[:, k]) for k, name in enumerate(PHASES)},
+        "spread_note": "per iteration and phase the slowest minus the fastest rank; the max-across-ranks "
+                       "phases add up to at most the total plus these",
         "data_loading": metrics.summarize(data_time),
         "per_rank": per_rank,
         "throughput": {

@@ -108,9 +108,6 @@ def resolve(args: argparse.Namespace) -> str | None:
     for name in positive:
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be at least 1"
-    if args.warmup < (3 if args.double_buffering else 2):
-        return ("--warmup must be at least 2 (3 with --double-buffering): the first update only "
-                "broadcasts, and the optimizer state is made by the next")
     args.rounds = min(args.rounds, args.iterations)
     if args.communicator in GPU_COMMUNICATORS and not args.gpu:
         return (f"communicator {args.communicator!r} runs on GPUs only: add --gpu on a GPU node, "
@@ -119,6 +116,9 @@ def resolve(args: argparse.Namespace) -> str | None:
         return "--allreduce-dtype needs --communicator pure_nccl"
     if args.double_buffering and args.communicator != "pure_nccl":
         return "--double-buffering needs --communicator pure_nccl"
+    if args.warmup < (3 if args.double_buffering else 2):
+        return ("--warmup must be at least 2 (3 with --double-buffering): the first update only "
+                "broadcasts, and the optimizer state is made by the next")
     if args.data != "synthetic":
         try:
             check_data_path(args.data, args.root)

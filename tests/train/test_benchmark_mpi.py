@@ -1,0 +1,212 @@
+"""The benchmark itself: ``mpiexec -n 2 python -m train --model mlp`` on the CPU.
+
+One real 2-rank run (module-scoped) is checked for the properties a reader of
+the document relies on: the phases account for the iteration, L is the
+model's parameter bytes, busbw follows nccl-tests' definition, and the
+ceilings, throughput, overhead and trace are consistent with each other.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from tests.train.conftest import QUICK, mlp_param_bytes, run_ok, run_train
+
+pytestmark = pytest.mark.mpi
+
+PHASES = ("compute", "wait", "allreduce", "update")
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    d = tmp_path_factory.mktemp("p2")
+    out, trace = d / "bench.json", d / "trace.json"
+    proc = run_train([*QUICK, "--out", str(out), "--trace", str(trace), "--json-stdout"], processes=2)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text()), json.loads(trace.read_text()), proc
+
+
+def test_document_says_what_ran(two_ranks):
+    doc, _, _ = two_ranks
+    assert doc["schema"] == "mncluster.benchmark/1"
+    cfg = doc["config"]
+    assert (cfg["model"], cfg["processes"], cfg["batchsize"], cfg["iterations"]) == ("mlp", 2, 32, 20)
+    assert (cfg["communicator"], cfg["gpu"], cfg["data"]) == ("naive", False, "synthetic")
+    env = doc["environment"]
+    assert env["chainer"] == "7.8.1"
+    assert len(env["hosts"]) == 2 and env["nodes"] == 1
+    assert "Open MPI" in env["mpi_library"]
+
+
+def test_gradient_bytes_are_the_models_parameter_bytes(two_ranks):
+    doc, _, _ = two_ranks
+    assert doc["gradient"]["bytes"] == mlp_param_bytes(784, 100, 10)
+    assert doc["gradient"]["arrays"] == 6
+    assert doc["allreduce"]["bytes"] == doc["gradient"]["bytes"]
+
+
+def test_phase_statistics_are_ordered(two_ranks):
+    doc, _, _ = two_ranks
+    for name in (*PHASES, "total"):
+        s = doc["phases"][name]
+        assert 0 <= s["min"] <= s["median"] <= s["p95"] <= s["max"], name
+        assert s["min"] <= s["mean"] <= s["max"]
+
+
+def test_phases_sum_to_the_total(two_ranks):
+    doc, _, _ = two_ranks
+    # Every rank's phases are t1-t0 .. t4-t3, so they add up to t4-t0 exactly.
+    b = doc["breakdown"]
+    assert sum(b[k]["mean"] for k in PHASES) == pytest.approx(b["total"]["mean"], rel=1e-9)
+    for r in doc["per_rank"]:
+        assert sum(r["mean"][k] for k in PHASES) == pytest.approx(r["mean"]["total"], rel=1e-9)
+    # The max across ranks of each phase (DESIGN's critical path) can only over-count the
+    # slowest rank's total, and by no more than how far the ranks differ in each phase.
+    p = doc["phases"]
+    total, summed = p["total"]["mean"], sum(p[k]["mean"] for k in PHASES)
+    assert total <= summed * (1 + 1e-9)
+    assert summed <= (total + sum(doc["spread"][k]["mean"] for k in PHASES)) * (1 + 1e-9)
+    assert doc["imbalance"] == doc["spread"]["compute"]
+
+
+def test_busbw_is_2L_p_minus_1_over_p_over_median_allreduce(two_ranks):
+    doc, _, _ = two_ranks
+    L, t, p = doc["allreduce"]["bytes"], doc["phases"]["allreduce"]["median"], 2
+    assert doc["allreduce"]["time"] == t
+    assert doc["allreduce"]["busbw"] == pytest.approx(2 * L * (p - 1) / p / t / 1e9)
+    assert doc["allreduce"]["algbw"] == pytest.approx(L / t / 1e9)
+
+
+def test_raw_allreduce_sweep_covers_8_bytes_to_L(two_ranks):
+    doc, _, _ = two_ranks
+    sweep = doc["raw_allreduce"]
+    sizes = [r["bytes"] for r in sweep]
+    assert sizes[0] == 8
+    assert sizes[-1] >= doc["gradient"]["bytes"]
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+    for r in sweep:
+        assert r["time"] > 0
+        assert r["busbw"] == pytest.approx(2 * r["bytes"] * (2 - 1) / 2 / r["time"] / 1e9)
+
+
+def test_p2p_pair_on_one_node(two_ranks):
+    doc, _, _ = two_ranks
+    (row,) = doc["p2p"]
+    assert (row["kind"], row["ranks"], row["bytes"]) == ("intra-node", [0, 1], 256 * 1024)
+    assert row["bandwidth"] == pytest.approx(row["bytes"] / row["time"] / 1e9)
+
+
+def test_throughput_and_overhead_are_consistent(two_ranks):
+    doc, _, _ = two_ranks
+    thr, ins = doc["throughput"], doc["instrumentation"]
+    assert thr["samples"] == 2 * 32 * 20
+    assert thr["samples_per_s"] == pytest.approx(thr["samples"] / thr["wall"])
+    assert thr["wall"] == pytest.approx(ins["plain_wall"])
+    rounds = ins["rounds"]
+    assert sum(r["iterations"] for r in rounds) == 20 and len(rounds) == 4
+    ratios = sorted(r["instrumented_wall"] / r["plain_wall"] for r in rounds)
+    assert ins["overhead"] == pytest.approx((ratios[1] + ratios[2]) / 2 - 1)  # median of 4
+    assert ins["overhead_percent"] == pytest.approx(100 * ins["overhead"])
+
+
+def test_chrome_trace_has_every_rank_phase_and_iteration(two_ranks):
+    doc, trace, _ = two_ranks
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(events) == 2 * 20 * 4
+    assert {e["pid"] for e in events} == {0, 1}
+    assert {e["name"] for e in events} == set(PHASES)
+    assert all(e["dur"] >= 0 for e in events)
+    # on each rank an iteration's phases follow each other
+    rank0 = sorted((e for e in events if e["pid"] == 0), key=lambda e: e["ts"])
+    for a, b in itertools.pairwise(rank0):
+        assert b["ts"] >= a["ts"] + a["dur"] - 1e-3
+    assert doc["trace"].endswith("trace.json")
+
+
+def test_json_stdout_line_is_the_document(two_ranks):
+    doc, _, proc = two_ranks
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("MNCBENCH_JSON ")]
+    assert len(lines) == 1
+    assert json.loads(lines[0].split(" ", 1)[1]) == doc
+
+
+def test_one_process_has_no_busbw_and_no_p2p(tmp_path):
+    doc = run_ok(QUICK, tmp_path / "p1.json", processes=1)
+    assert doc["config"]["processes"] == 1
+    assert doc["allreduce"]["busbw"] is None
+    assert doc["allreduce"]["algbw"] > 0
+    assert doc["p2p"] == []
+    assert all(r["busbw"] is None for r in doc["raw_allreduce"])
+
+
+def test_resnet50_at_a_small_input_size(tmp_path):
+    # The real network at 32x32 (global average pooling): same parameters as at 224.
+    doc = run_ok(["--model", "resnet50", "--batchsize", "2", "--insize", "32", "--iterations", "2",
+                  "--warmup", "2", "--sweep-max-bytes", "0", "--p2p-bytes", "0"], tmp_path / "r.json",
+                 processes=1)
+    # torchvision's ResNet-50 has 25,557,032 parameters; Chainer's conv1 also has a bias (64).
+    assert doc["gradient"]["elements"] == 25_557_032 + 64
+    assert doc["gradient"]["bytes"] == 4 * (25_557_032 + 64)
+    assert doc["gradient"]["arrays"] == 162
+    assert doc["raw_allreduce"] == []
+
+
+def test_real_mnist_and_image_list_data(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from tests.train.test_data import write_idx
+
+    rng = np.random.default_rng(0)
+    write_idx(tmp_path / "train-images-idx3-ubyte", rng.integers(0, 256, (64, 28, 28)), gz=True)
+    write_idx(tmp_path / "train-labels-idx1-ubyte", rng.integers(0, 10, 64), gz=True)
+    doc = run_ok([*QUICK, "--data", str(tmp_path)], tmp_path / "mnist.json")
+    assert doc["config"]["data_format"] == "mnist-idx"
+    assert doc["gradient"]["bytes"] == mlp_param_bytes(784, 100, 10)
+
+    lines = []
+    for i in range(8):
+        Image.new("RGB", (20 + i, 18), (30 * i, 0, 0)).save(tmp_path / f"{i}.jpg", "JPEG")
+        lines.append(f"{i}.jpg {i % 3}")
+    (tmp_path / "list.txt").write_text("\n".join(lines))
+    doc = run_ok([*QUICK, "--data", str(tmp_path / "list.txt"), "--insize", "12", "--batchsize", "4"],
+                 tmp_path / "list.json")
+    assert doc["config"]["data_format"] == "list"
+    assert doc["gradient"]["bytes"] == mlp_param_bytes(3 * 12 * 12, 100, 10)
+
+
+BAD = [
+    (["--model", "vgg16"], "argument --model/-m: invalid choice: 'vgg16'"),
+    (["--communicator", "hierarchical"], "argument --communicator: invalid choice: 'hierarchical'"),
+    (["--communicator", "pure_nccl"], "communicator 'pure_nccl' runs on GPUs only"),
+    (["--gpu"], "--gpu needs CuPy"),
+    (["--double-buffering"], "--double-buffering needs --communicator pure_nccl"),
+    (["--data", "/no/such/mnist.npz"], "data path /no/such/mnist.npz does not exist"),
+    (["--warmup", "1"], "--warmup must be at least 2"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[b[0][-1] for b in BAD])
+def test_bad_input_fails_every_rank_before_running(tmp_path, args, message):
+    out = tmp_path / "never.json"
+    proc = run_train([*QUICK, *args, "--out", str(out)], processes=2, timeout=60)
+    assert proc.returncode != 0
+    # Each rank checks before MPI starts; mpiexec may stop the second before it prints.
+    assert message in proc.stderr, proc.stderr
+    assert "train: mlp on" not in proc.stdout  # nothing started
+    assert not out.exists()
+
+
+def test_a_rank_that_fails_mid_run_takes_the_job_down(tmp_path):
+    from tests.train.test_data import write_idx
+
+    img = write_idx(tmp_path / "train-images-idx3-ubyte", __import__("numpy").zeros((50, 28, 28)), gz=False)
+    write_idx(tmp_path / "train-labels-idx1-ubyte", __import__("numpy").zeros(50), gz=False)
+    img.write_bytes(img.read_bytes()[:2000])  # header passes the pre-MPI check; the payload is short
+    proc = run_train([*QUICK, "--data", str(img)], processes=2, timeout=60)
+    assert proc.returncode != 0
+    assert "train: error:" in proc.stderr and "truncated" in proc.stderr
+    assert "[rank " in proc.stderr

@@ -1,0 +1,37 @@
+"""train/metrics.py: the statistics and bandwidths the document reports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from train import metrics
+
+
+def test_summary_statistics_match_numpy():
+    rng = np.random.default_rng(3)
+    xs = rng.exponential(0.01, size=101)
+    s = metrics.summarize(xs)
+    assert s["median"] == pytest.approx(np.median(xs))
+    assert s["mean"] == pytest.approx(np.mean(xs))
+    assert s["p95"] == pytest.approx(np.percentile(xs, 95))
+    assert (s["min"], s["max"]) == (xs.min(), xs.max())
+
+
+def test_summary_of_one_value_and_of_none():
+    assert metrics.summarize([0.5]) == {"median": 0.5, "mean": 0.5, "p95": 0.5, "min": 0.5, "max": 0.5}
+    with pytest.raises(ValueError):
+        metrics.summarize([])
+
+
+def test_busbw_is_nccl_tests_definition():
+    # 100 MB in 0.1 s at p = 4: algbw 1 GB/s, busbw 2 * 3/4 = 1.5 GB/s
+    assert metrics.algbw(100e6, 0.1) == pytest.approx(1.0)
+    assert metrics.busbw(100e6, 0.1, 4) == pytest.approx(1.5)
+    assert metrics.busbw(100e6, 0.1, 2) == pytest.approx(1.0)
+
+
+def test_busbw_is_null_for_one_process_or_no_time():
+    assert metrics.busbw(100e6, 0.1, 1) is None
+    assert metrics.busbw(100e6, 0.0, 4) is None
+    assert metrics.algbw(100e6, 0.0) is None
