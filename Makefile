@@ -1,0 +1,41 @@
+# mncluster: thin wrappers. Every target does its own set-up (scripts/bootstrap.sh
+# installs Debian packages, .venv and the node image when missing; re-runs are fast).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+ACT := source $(VENV)/bin/activate &&
+SCENARIO ?= default
+NODES ?= 3
+
+.PHONY: help venv lint unit molecule test demo sandbox sandbox-destroy clean
+help:
+	@echo "make demo   - sandbox cluster of $(NODES) containers + site.yml + verify + benchmark report"
+	@echo "make test   - the whole test suite (lint, pytest, molecule scenarios); what CI runs"
+	@echo "make lint | unit | molecule SCENARIO=<name> | sandbox | sandbox-destroy | clean"
+
+venv:
+	@bash scripts/bootstrap.sh
+
+lint: venv
+	@$(ACT) bash scripts/test.sh lint
+
+unit: venv
+	@$(ACT) bash scripts/test.sh unit
+
+molecule: venv
+	@$(ACT) molecule test -s $(SCENARIO)
+
+test: venv
+	@$(ACT) bash scripts/test.sh
+
+demo: venv
+	@$(ACT) bash scripts/demo.sh $(NODES)
+
+sandbox: venv
+	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_nodes=$(NODES)
+
+sandbox-destroy: venv
+	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_state=absent
+
+clean: sandbox-destroy
+	rm -rf reports .pytest_cache .ruff_cache

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `make demo`: sandbox cluster up, the whole site.yml on it (which ends with
+# verify + benchmark), then where the report is and its headline table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -n "${VIRTUAL_ENV:-}" ] || source .venv/bin/activate
+nodes="${1:-3}"
+t0=$(date +%s)
+stage() { echo; echo "=================== $1 ($(( $(date +%s) - t0 ))s) ==================="; }
+
+stage "sandbox: $nodes node(s)"
+ansible-playbook playbooks/sandbox.yml -e sandbox_nodes="$nodes"
+stage "site.yml on inventory/sandbox"
+ansible-playbook site.yml -i inventory/sandbox/
+stage "done in $(( $(date +%s) - t0 ))s"
+if [ -f reports/latest/report.md ]; then
+    echo "Report: $(readlink -f reports/latest)/report.md (plots: reports/latest/*.png)"
+    # The headline: the first table of the report (throughput and efficiency per process count).
+    awk '/^\|/{p=1} p&&!/^\|/{exit} p' reports/latest/report.md
+fi

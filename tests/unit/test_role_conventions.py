@@ -1,0 +1,74 @@
+"""House rules every role keeps, checked mechanically (STYLE.md, CONTRIBUTING.md).
+
+ansible-lint's own role-prefix rule is off because the `mnc_` variables are a
+contract between roles; this test is the stricter replacement: a role's
+defaults carry its own prefix (or the shared `mnc_` one), every default is
+declared with a type in meta/argument_specs.yml (so bad inventory input fails
+before anything changes) and documented in the role's README.
+"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = sorted(p for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
+
+
+def _defaults(role: Path) -> dict:
+    files = []
+    if (role / "defaults" / "main.yml").is_file():
+        files.append(role / "defaults" / "main.yml")
+    if (role / "defaults" / "main").is_dir():
+        files += sorted((role / "defaults" / "main").glob("*.yml"))
+    out = {}
+    for f in files:
+        out.update(yaml.safe_load(f.read_text()) or {})
+    return out
+
+
+def _spec_options(role: Path) -> dict:
+    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
+    options = {}
+    for entry in spec["argument_specs"].values():
+        options.update(entry.get("options") or {})
+    return options
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_defaults_carry_the_role_prefix(role):
+    allowed = (f"{role.name}_", "mnc_") + (("stack_",) if role.name == "stack" else ())
+    bad = [name for name in _defaults(role) if not name.startswith(allowed)]
+    assert not bad, f"{role.name}: defaults without the {allowed} prefix: {bad}"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_every_default_is_declared_in_argument_specs(role):
+    assert (role / "meta" / "argument_specs.yml").is_file(), f"{role.name} has no meta/argument_specs.yml"
+    options = _spec_options(role)
+    missing = sorted(set(_defaults(role)) - set(options))
+    assert not missing, f"{role.name}: defaults missing from meta/argument_specs.yml: {missing}"
+    untyped = sorted(name for name, opt in options.items() if "type" not in (opt or {}))
+    assert not untyped, f"{role.name}: argument_specs options without a type: {untyped}"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_readme_documents_every_default(role):
+    readme = role / "README.md"
+    assert readme.is_file(), f"{role.name} has no README.md"
+    text = readme.read_text()
+    undocumented = sorted(name for name in _defaults(role) if name not in text)
+    # The version matrix documents its fields by component, not one by one.
+    if role.name != "stack":
+        assert not undocumented, f"{role.name}: README.md does not mention {undocumented}"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_templates_say_they_are_managed(role):
+    unmarked = [
+        t.name
+        for t in (role / "templates").glob("*.j2")
+        if not t.name.endswith(".json.j2") and "managed by mncluster" not in t.read_text().lower()
+    ]
+    assert not unmarked, f"{role.name}: templates without a 'managed by mncluster' header: {unmarked}"
