@@ -1,36 +1,40 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage, with each stage's wall time.
-#   scripts/test.sh                 all stages
-#   scripts/test.sh lint unit       only those stages
+#   scripts/test.sh                       everything (what `make test` and CI run)
+#   scripts/test.sh lint unit             only those stages
 #   MNC_SCENARIOS="default openmpi" scripts/test.sh molecule
-# Every stage runs even when an earlier one failed (one run shows every
-# failure); the exit status is non-zero when any stage failed.
+#
+# Two lanes run side by side (MNC_TEST_JOBS=1 runs everything in one):
+#   build lane: openmpi -> python -> cluster. The OpenMPI build lands in the
+#               artifact cache in `openmpi` and the later scenarios reuse it
+#               (same fingerprint), so it is built once per run.
+#   light lane: lint, pytest, and the scenarios that build nothing.
+# The long build is CPU-bound while the light lane mostly waits on podman and
+# apt, so two lanes finish in about the time of the longer one.
+# Every stage runs even when another one failed (one run shows every
+# failure); each stage's log is kept in .cache/test-logs/, and the tail of a
+# failed stage's log is printed. Exit status: non-zero when any stage failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${VIRTUAL_ENV:-}" ] || source .venv/bin/activate
 
-# Molecule scenarios in dependency order: the OpenMPI build lands in the
-# artifact cache in `openmpi` and is reused (same fingerprint) by `python`
-# and `cluster`.
-DEFAULT_SCENARIOS="default artifacts gpu_pip gpu_render openmpi python wiring cluster"
-SCENARIOS="${MNC_SCENARIOS:-$DEFAULT_SCENARIOS}"
+BUILD_LANE="openmpi python cluster"
+LIGHT_LANE="default artifacts gpu_pip gpu_render wiring"
+SCENARIOS="${MNC_SCENARIOS:-$BUILD_LANE $LIGHT_LANE}"
+JOBS="${MNC_TEST_JOBS:-2}"
 export MNC_ARTIFACT_CACHE="${MNC_ARTIFACT_CACHE:-$HOME/.cache/mncluster/artifacts}"
-export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
+LOGS=.cache/test-logs
+mkdir -p "$LOGS"
+RESULTS="$LOGS/results.txt"
+: > "$RESULTS"
 
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint unit molecule)
-
-results=()
-failed=0
-run_stage() {  # name, command...
-    local name=$1; shift
-    local t0; t0=$(date +%s)
-    echo "=================== stage: $name ($(date -u +%H:%M:%S)) ==================="
-    if "$@"; then status=PASS; else status=FAIL; failed=1; fi
-    local dt=$(( $(date +%s) - t0 ))
-    results+=("$(printf '%-28s %-5s %5ss' "$name" "$status" "$dt")")
-    echo "=================== stage: $name: $status in ${dt}s ==================="
-}
+want() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+for s in "${stages[@]}"; do
+    case "$s" in lint|unit|molecule) ;; *) echo "unknown stage '$s' (lint, unit, molecule)"; exit 2 ;; esac
+done
 
 lint() {
     yamllint --strict -f parsable . &&
@@ -41,32 +45,56 @@ lint() {
         ansible-doc -M library "$(basename "$m" .py)" >/dev/null || { echo "ansible-doc cannot render $m"; return 1; }
     done
 }
+unit() { pytest -q tests; }
+scenario() { molecule test -s "$1"; }
 
-unit() {
-    pytest -q tests
+run_stage() {  # name, command... ; output goes to the stage's log
+    local name=$1; shift
+    local log="$LOGS/${name//:/-}.log" t0 dt status
+    t0=$(date +%s)
+    echo "[$(date -u +%H:%M:%S)] start  $name (log: $log)"
+    if "$@" > "$log" 2>&1; then status=PASS; else status=FAIL; fi
+    dt=$(( $(date +%s) - t0 ))
+    echo "[$(date -u +%H:%M:%S)] $status   $name in ${dt}s"
+    if [ $status = FAIL ]; then
+        echo "----- last 60 lines of $log -----"; tail -n 60 "$log"; echo "-----"
+    fi
+    printf '%-24s %-5s %6ss\n' "$name" "$status" "$dt" >> "$RESULTS"
 }
 
-scenario() {
-    molecule test -s "$1"
+lane() {  # scenario names...
+    local s
+    for s in "$@"; do
+        case " $SCENARIOS " in *" $s "*) ;; *) continue ;; esac
+        [ -f "molecule/$s/molecule.yml" ] && run_stage "molecule:$s" scenario "$s"
+    done
+}
+
+build_lane() { want molecule && lane $BUILD_LANE; }
+light_lane() {
+    want lint && run_stage lint lint
+    want unit && run_stage pytest unit
+    want molecule && lane $LIGHT_LANE
+    # scenarios named in MNC_SCENARIOS that belong to no lane
+    local s
+    for s in $SCENARIOS; do
+        case " $BUILD_LANE $LIGHT_LANE " in *" $s "*) continue ;; esac
+        want molecule && [ -f "molecule/$s/molecule.yml" ] && run_stage "molecule:$s" scenario "$s"
+    done
 }
 
 t_all=$(date +%s)
-for stage in "${stages[@]}"; do
-    case "$stage" in
-        lint) run_stage lint lint ;;
-        unit) run_stage "pytest" unit ;;
-        molecule)
-            for s in $SCENARIOS; do
-                if [ -f "molecule/$s/molecule.yml" ]; then
-                    run_stage "molecule:$s" scenario "$s"
-                fi
-            done ;;
-        *) echo "unknown stage $stage (lint, unit, molecule)"; exit 2 ;;
-    esac
-done
+if [ "$JOBS" -ge 2 ]; then
+    build_lane & pid=$!
+    light_lane
+    wait $pid
+else
+    light_lane
+    build_lane
+fi
 
 echo
-echo "stage                        result  time"
-printf '%s\n' "${results[@]}"
-echo "total: $(( $(date +%s) - t_all ))s"
-exit $failed
+echo "stage                    result   time"
+cat "$RESULTS"
+echo "total wall time: $(( $(date +%s) - t_all ))s"
+! grep -q ' FAIL ' "$RESULTS"
