@@ -1,0 +1,181 @@
+"""library/chainermn_benchmark.py run by real Ansible with a real mpiexec.
+
+The controller is a one-node "cluster": a hostfile ``localhost slots=2``, the
+controller's venv Python, and ``--oversubscribe`` (two cores, run as root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE = Path(sys.executable).with_name("ansible")
+
+
+def run_module(
+    args: dict, check: bool = False, module: str = "chainermn_benchmark", timeout: int = 300
+) -> dict:
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_LIBRARY=str(ROOT / "library"),
+        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="json",
+        ANSIBLE_CALLBACKS_ENABLED="",
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    argv = [
+        str(ANSIBLE),
+        "localhost",
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        "-m",
+        module,
+        "-a",
+        json.dumps(args),
+    ]
+    argv += ["-e", f"ansible_python_interpreter={sys.executable}"]
+    if check:
+        argv.append("--check")
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"ansible printed no JSON:\n{proc.stdout}\n{proc.stderr}")
+    return doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """Module arguments for the controller as a one-node, two-slot cluster."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("localhost slots=2\n")
+    return {
+        "chdir": str(ROOT),
+        "python": sys.executable,
+        "hostfile": str(hostfile),
+        "iterations": 8,
+        "warmup": 2,
+        "extra_args": ["--unit", "50", "--batchsize", "16", "--sweep-iters", "2", "--p2p-bytes", "64K"],
+        "mpiexec_extra_args": ["--oversubscribe"],
+        "environment": {"OMP_NUM_THREADS": "1"},
+        "timeout": 120,
+        "out_dir": str(tmp_path / "out"),
+    }
+
+
+def test_check_mode_plans_and_runs_nothing(cluster, tmp_path):
+    res = run_module(cluster, check=True)
+    assert not res.get("failed"), res
+    assert res["changed"] is False
+    assert res["process_counts"] == [1, 2]
+    cmd = res["commands"][1]
+    assert cmd[cmd.index("-n") + 1] == "2"
+    assert cmd[cmd.index("--map-by") + 1] == "ppr:2:node"
+    assert cmd[cmd.index("-hostfile") + 1] == cluster["hostfile"]
+    assert cmd[-len(cluster["extra_args"]) :] == cluster["extra_args"]
+    assert "documents" not in res
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_sweep_for_three_nodes_of_two_slots(cluster, tmp_path):
+    hostfile = tmp_path / "hostfile3"
+    hostfile.write_text("10.0.0.1 slots=2\n10.0.0.2 slots=2\n10.0.0.3 slots=2\n")
+    res = run_module({**cluster, "hostfile": str(hostfile)}, check=True)
+    assert res["process_counts"] == [1, 2, 4, 6]
+
+
+def test_more_processes_than_slots_runs_nothing(cluster, tmp_path):
+    res = run_module({**cluster, "process_counts": [1, 4]})
+    assert res["failed"] is True
+    assert res["msg"] == (
+        "4 processes requested but there are only 2 slots (1 nodes x 2 slots per node); nothing was run"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_hostfile_with_fewer_slots_than_asked(cluster, tmp_path):
+    (tmp_path / "hostfile").write_text("localhost slots=1\n")
+    res = run_module({**cluster, "slots_per_node": 2})
+    assert res["failed"] is True
+    assert "localhost (slots=1) fewer than slots_per_node=2" in res["msg"]
+
+
+def test_unknown_model_and_communicator_are_refused(cluster):
+    res = run_module({**cluster, "model": "vgg16"})
+    assert res["failed"] is True
+    assert "value of model must be one of: mlp, resnet50, got: vgg16" in res["msg"]
+    res = run_module({**cluster, "communicator": "hierarchical"})
+    assert "value of communicator must be one of" in res["msg"]
+
+
+def test_directory_without_the_train_package(cluster, tmp_path):
+    res = run_module({**cluster, "chdir": str(tmp_path)})
+    assert res["failed"] is True
+    assert "holds no train package" in res["msg"]
+
+
+@pytest.mark.mpi
+def test_sweep_returns_documents_and_efficiency(cluster, tmp_path):
+    res = run_module(cluster)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True
+    docs = res["documents"]
+    assert [d["config"]["processes"] for d in docs] == [1, 2]
+    assert all(d["schema"] == "mncluster.benchmark/1" for d in docs)
+    t1, t2 = (d["throughput"]["samples_per_s"] for d in docs)
+    s1, s2 = res["scaling"]
+    assert (s1["efficiency"], s1["speedup"]) == (1.0, 1.0)
+    assert s2["efficiency"] == pytest.approx(t2 / (2 * t1))
+    assert s2["ideal_samples_per_s"] == pytest.approx(2 * t1)
+    assert sorted(res["files"]) == [str(tmp_path / "out" / "p1.json"), str(tmp_path / "out" / "p2.json")]
+    assert json.loads((tmp_path / "out" / "p2.json").read_text()) == docs[1]
+
+
+@pytest.mark.mpi
+def test_a_crashing_rank_fails_with_its_stderr(cluster, tmp_path):
+    # An IDX file whose header passes the pre-MPI check but whose payload is cut short.
+    header = bytes([0, 0, 8, 3]) + (50).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2
+    (tmp_path / "train-images-idx3-ubyte").write_bytes(header + bytes(100))
+    (tmp_path / "train-labels-idx1-ubyte").write_bytes(
+        bytes([0, 0, 8, 1]) + (50).to_bytes(4, "big") + bytes(50)
+    )
+    res = run_module({**cluster, "data": str(tmp_path / "train-images-idx3-ubyte"), "process_counts": [2]})
+    assert res["failed"] is True
+    assert res["failed_processes"] == 2
+    assert res["failed_rank"] in (0, 1)
+    assert "the run with 2 processes failed" in res["msg"]
+    assert f"[rank {res['failed_rank']}] train: error:" in res["msg"] and "truncated" in res["msg"]
+
+
+@pytest.mark.mpi
+def test_a_hanging_rank_is_killed_at_the_timeout(cluster, tmp_path):
+    # Rank 1 never starts Python: rank 0 waits for it in MPI_Init forever.
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec sleep 300; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    start = time.monotonic()
+    res = run_module({**cluster, "python": str(wrapper), "process_counts": [2], "timeout": 10}, timeout=120)
+    elapsed = time.monotonic() - start
+    assert res["failed"] is True
+    assert "did not finish within 10 s and was killed" in res["msg"]
+    assert res["rc"] in (124, 137)
+    assert elapsed < 60
+    leftover = subprocess.run(["pgrep", "-f", f"{wrapper}|sleep 300"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "" or shutil.which("pgrep") is None

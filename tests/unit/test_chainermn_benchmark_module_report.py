@@ -1,0 +1,186 @@
+"""library/mnc_report.py and playbooks/benchmark.yml, run by real Ansible.
+
+The report module gets documents from a real 2-process sweep (the
+chainermn_benchmark module on the controller) and writes the files a user
+opens: report.json, report.md, PNGs, and the ``latest`` link. The playbook
+test runs the whole benchmark.yml against the controller as a one-node
+``mnc_nodes`` group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_chainermn_benchmark_module import ROOT, run_module
+
+pytestmark = pytest.mark.mpi
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    (d / "hostfile").write_text("localhost slots=2\n")
+    res = run_module(
+        {
+            "chdir": str(ROOT),
+            "python": sys.executable,
+            "hostfile": str(d / "hostfile"),
+            "iterations": 8,
+            "warmup": 2,
+            "mpiexec_extra_args": ["--oversubscribe"],
+            "extra_args": ["--unit", "50", "--batchsize", "16", "--sweep-iters", "2", "--p2p-bytes", "64K"],
+            "environment": {"OMP_NUM_THREADS": "1"},
+            "timeout": 120,
+        }
+    )
+    assert not res.get("failed"), res.get("msg")
+    return res["documents"]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == PNG_MAGIC, f"{path} is not a PNG"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_report_files_and_latest_link(documents, tmp_path):
+    res = run_module(
+        {"documents": documents, "dest": str(tmp_path), "timestamp": "20260101T000000Z", "launcher": "node1"},
+        module="mnc_report",
+    )
+    assert not res.get("failed"), res.get("msg")
+    run = tmp_path / "20260101T000000Z"
+    assert os.readlink(tmp_path / "latest") == "20260101T000000Z"
+    names = sorted(p.name for p in run.iterdir())
+    assert names == [
+        "bandwidth.png",
+        "p1.json",
+        "p2.json",
+        "phases.png",
+        "report.json",
+        "report.md",
+        "throughput.png",
+    ]
+    for png in ("throughput.png", "phases.png", "bandwidth.png"):
+        w, h = png_size(run / png)
+        assert w >= 600 and h >= 400
+    report = json.loads((run / "report.json").read_text())
+    assert report["schema"] == "mncluster.report/1"
+    assert [r["processes"] for r in report["runs"]] == [1, 2]
+    t1, t2 = (d["throughput"]["samples_per_s"] for d in documents)
+    assert report["runs"][1]["efficiency"] == pytest.approx(t2 / (2 * t1))
+    md = (run / "report.md").read_text()
+    for heading in (
+        "## Throughput and scaling efficiency",
+        "## Where an iteration's time goes",
+        "## Allreduce bandwidth against its ceilings",
+    ):
+        assert heading in md
+    assert "![Throughput and scaling efficiency vs processes](throughput.png)" in md
+    assert f"| 2 | 1 | {t2:.1f} | {2 * t1:.1f} |" in md
+
+    # a second report moves latest and leaves the first alone
+    run_module({"documents": documents, "dest": str(tmp_path), "timestamp": "T2"}, module="mnc_report")
+    assert os.readlink(tmp_path / "latest") == "T2"
+    assert (run / "report.md").exists()
+
+
+def test_report_check_mode_writes_nothing(documents, tmp_path):
+    res = run_module(
+        {"documents": documents, "dest": str(tmp_path / "r"), "timestamp": "T"},
+        check=True,
+        module="mnc_report",
+    )
+    assert res["changed"] is True
+    assert str(tmp_path / "r" / "T" / "report.md") in res["files"]
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_refuses_what_is_not_a_document(tmp_path):
+    res = run_module(
+        {"documents": [{"schema": "x"}], "dest": str(tmp_path), "timestamp": "T"}, module="mnc_report"
+    )
+    assert res["failed"] is True
+    assert "not benchmark documents" in res["msg"]
+
+
+def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
+    (tmp_path / "hostfile").write_text("localhost slots=2\n")
+    inventory = {
+        "mnc_nodes": {
+            "hosts": {
+                "localhost": {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    "mnc_mpi_user": os.environ.get("USER", "root"),
+                    "mnc_work_dir": str(tmp_path / "work"),
+                    "mnc_hostfile": str(tmp_path / "hostfile"),
+                    "mnc_python": sys.executable,
+                    "mnc_slots_per_node": 2,
+                    "mnc_use_gpu": False,
+                }
+            }
+        }
+    }
+    (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
+    extra = {
+        "benchmark_become": False,
+        "benchmark_iterations": 8,
+        "benchmark_warmup": 2,
+        "benchmark_mpiexec_extra_args": ["--oversubscribe"],
+        "benchmark_report_root": str(tmp_path / "reports"),
+        "benchmark_extra_args": [
+            "--unit",
+            "50",
+            "--batchsize",
+            "16",
+            "--sweep-iters",
+            "2",
+            "--p2p-bytes",
+            "64K",
+        ],
+    }
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        ANSIBLE_CALLBACKS_ENABLED="",
+        ANSIBLE_NOCOLOR="1",
+    )
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            str(tmp_path / "hosts.yml"),
+            "playbooks/benchmark.yml",
+            "-e",
+            json.dumps(extra),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    # progress: one line per process count
+    assert "(item=p=1)" in proc.stdout and "(item=p=2)" in proc.stdout
+    # the train package reached the node, sources only
+    assert sorted(p.name for p in (tmp_path / "work" / "train").iterdir()) == sorted(
+        p.name for p in (ROOT / "train").glob("*.py")
+    )
+    latest = tmp_path / "reports" / "latest"
+    assert latest.is_symlink()
+    report = json.loads((latest / "report.json").read_text())
+    assert [r["processes"] for r in report["runs"]] == [1, 2]
+    assert report["meta"]["launcher"] == "localhost"
+    for png in ("throughput.png", "phases.png", "bandwidth.png"):
+        png_size(latest / png)

@@ -1,0 +1,217 @@
+"""module_utils/mnc_bench.py: the sweep, slot checks, scaling maths and the report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "module_utils"))
+
+import mnc_bench
+
+
+@pytest.mark.parametrize(
+    ("slots", "counts"),
+    [
+        (1, [1]),
+        (2, [1, 2]),
+        (3, [1, 2, 3]),
+        (6, [1, 2, 4, 6]),
+        (8, [1, 2, 4, 8]),
+        (12, [1, 2, 4, 8, 12]),
+        (64, [1, 2, 4, 8, 16, 32, 64]),
+    ],
+)
+def test_process_count_sweep(slots, counts):
+    assert mnc_bench.process_counts(slots) == counts
+
+
+def test_process_count_sweep_needs_a_slot():
+    with pytest.raises(ValueError):
+        mnc_bench.process_counts(0)
+
+
+def test_parse_hostfile():
+    text = "# private network\n10.0.0.1 slots=2\n10.0.0.2 slots=2 max_slots=4  # node 2\n\nnode3\n"
+    assert mnc_bench.parse_hostfile(text) == [("10.0.0.1", 2), ("10.0.0.2", 2), ("node3", 1)]
+    with pytest.raises(ValueError, match="line 1: cannot read 'slots:2'"):
+        mnc_bench.parse_hostfile("node slots:2\n")
+
+
+def test_more_processes_than_slots_is_refused():
+    msg = mnc_bench.check_process_counts([1, 2, 8], nodes=3, slots_per_node=2)
+    assert msg == (
+        "8 processes requested but there are only 6 slots (3 nodes x 2 slots per node); nothing was run"
+    )
+    assert mnc_bench.check_process_counts([1, 2, 4, 6], 3, 2) is None
+
+
+def test_hostfile_must_hold_the_slots():
+    hosts = [("a", 2), ("b", 1)]
+    assert "b (slots=1) fewer than slots_per_node=2" in mnc_bench.check_process_counts([1], 2, 2, hosts)
+    assert "lists 2 hosts but nodes is 3" in mnc_bench.check_process_counts([1], 3, 2, hosts)
+    assert mnc_bench.check_process_counts([1, 2], 1, 2, hosts) is None
+    assert "at least 1" in mnc_bench.check_process_counts([0], 1, 2)
+    assert mnc_bench.check_process_counts([], 1, 2) == "process_counts is empty"
+
+
+def test_weak_scaling_efficiency():
+    rows = mnc_bench.scaling([(4, 3200.0), (1, 1000.0), (2, 1900.0)])
+    assert [r["processes"] for r in rows] == [1, 2, 4]
+    assert [r["ideal_samples_per_s"] for r in rows] == [1000.0, 2000.0, 4000.0]
+    assert [r["efficiency"] for r in rows] == pytest.approx([1.0, 0.95, 0.8])
+    assert [r["speedup"] for r in rows] == pytest.approx([1.0, 1.9, 3.2])
+    assert {r["baseline_processes"] for r in rows} == {1}
+
+
+def test_efficiency_without_p1_is_against_the_smallest_run():
+    rows = mnc_bench.scaling([(2, 2000.0), (4, 3000.0)])
+    assert rows[1]["efficiency"] == pytest.approx(0.75)  # 3000 / (4 * 2000 / 2)
+    assert rows[0]["baseline_processes"] == 2
+
+
+def test_command_lines():
+    cmd = mnc_bench.train_argv(
+        "/venv/bin/python",
+        {"model": "mlp", "batchsize": None, "gpu": False, "iterations": 10, "double_buffering": True},
+        ["--unit", "5"],
+    )
+    assert cmd == [
+        "/venv/bin/python",
+        "-m",
+        "train",
+        "--model",
+        "mlp",
+        "--iterations",
+        "10",
+        "--double-buffering",
+        "--json-stdout",
+        "--unit",
+        "5",
+    ]
+    argv = mnc_bench.mpiexec_argv(
+        "mpiexec",
+        4,
+        2,
+        ["py"],
+        hostfile="/h",
+        export=["OMP_NUM_THREADS"],
+        extra_args=["--mca", "btl", "tcp,self"],
+        timeout=60,
+        timeout_bin="/usr/bin/timeout",
+    )
+    assert argv == [
+        "/usr/bin/timeout",
+        "--kill-after=30",
+        "60",
+        "mpiexec",
+        "-n",
+        "4",
+        "-hostfile",
+        "/h",
+        "--map-by",
+        "ppr:2:node",
+        "-x",
+        "OMP_NUM_THREADS",
+        "--mca",
+        "btl",
+        "tcp,self",
+        "py",
+    ]
+
+
+def test_parse_document():
+    doc = {"schema": mnc_bench.SCHEMA, "x": 1}
+    out = "train: starting\nMNCBENCH_JSON " + json.dumps(doc) + "\ntrain: done\n"
+    assert mnc_bench.parse_document(out) == doc
+    with pytest.raises(ValueError, match="no 'MNCBENCH_JSON' line"):
+        mnc_bench.parse_document("train: crashed\n")
+    with pytest.raises(ValueError, match="schema is 'other/2'"):
+        mnc_bench.parse_document('MNCBENCH_JSON {"schema": "other/2"}')
+
+
+OPENMPI_ABORT = """\
+[rank 1] Traceback (most recent call last):
+[rank 1]   File "train/bench.py", line 10, in run
+[rank 1] MemoryError
+--------------------------------------------------------------------------
+MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD
+"""
+OPENMPI_SIGNAL = """\
+--------------------------------------------------------------------------
+mpiexec noticed that process rank 3 with PID 0 on node node2 exited on signal 9 (Killed).
+--------------------------------------------------------------------------
+"""
+
+
+def test_failing_rank_and_its_stderr():
+    assert mnc_bench.failing_rank(OPENMPI_ABORT) == 1
+    assert mnc_bench.stderr_tail(OPENMPI_ABORT, 1).splitlines()[-1] == "[rank 1] MemoryError"
+    assert mnc_bench.failing_rank(OPENMPI_SIGNAL) == 3
+    assert "exited on signal 9" in mnc_bench.stderr_tail(OPENMPI_SIGNAL, 3)
+    assert mnc_bench.failing_rank("ssh: connect to host node2: No route\n") is None
+
+
+def make_doc(p, samples_per_s, allreduce_s, L=4_000_000):
+    phases = {"compute": 0.010, "wait": 0.001 * p, "allreduce": allreduce_s, "update": 0.002}
+    phases["total"] = sum(phases.values())
+    stat = {
+        k: {"median": v, "mean": v, "p95": v * 1.1, "min": v * 0.9, "max": v * 1.2} for k, v in phases.items()
+    }
+    busbw = None if p == 1 else 2 * L * (p - 1) / p / allreduce_s / 1e9
+    return {
+        "schema": mnc_bench.SCHEMA,
+        "config": {
+            "model": "mlp",
+            "batchsize": 100,
+            "communicator": "naive",
+            "processes": p,
+            "iterations": 50,
+        },
+        "environment": {
+            "nodes": (p + 1) // 2,
+            "chainer": "7.8.1",
+            "mpi_library": "Open MPI v5.0.7",
+            "device": "cpu",
+        },
+        "gradient": {"bytes": L, "arrays": 6},
+        "phases": stat,
+        "breakdown": stat,
+        "imbalance": {"median": 0.0005},
+        "throughput": {"samples_per_s": samples_per_s},
+        "instrumentation": {"overhead_percent": 1.5},
+        "allreduce": {"bytes": L, "time": allreduce_s, "algbw": L / allreduce_s / 1e9, "busbw": busbw},
+        "raw_allreduce": []
+        if p == 1
+        else [{"bytes": b, "busbw": 0.5 * b / (b + 1e5)} for b in (8, 1 << 20, 1 << 22, 1 << 23)],
+        "p2p": []
+        if p == 1
+        else [{"kind": "inter-node", "bandwidth": 1.1}, {"kind": "intra-node", "bandwidth": 5.0}],
+    }
+
+
+def test_report_rows_and_markdown():
+    docs = [make_doc(4, 3000.0, 0.008), make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    report = mnc_bench.build_report(docs, {"timestamp": "20260101T000000Z", "launcher": "node1"})
+    assert report["schema"] == "mncluster.report/1"
+    assert [r["processes"] for r in report["runs"]] == [1, 2, 4]
+    r4 = report["runs"][2]
+    assert r4["efficiency"] == pytest.approx(0.75)
+    assert r4["busbw"] == pytest.approx(2 * 4e6 * 3 / 4 / 0.008 / 1e9)
+    assert r4["raw_allreduce_bytes"] == 1 << 22  # nearest swept size at or above L
+    assert (r4["p2p_inter_node"], r4["p2p_intra_node"]) == (1.1, 5.0)
+    md = mnc_bench.render_markdown(report, [("throughput.png", "Throughput")])
+    assert "| 4 | 2 | 3000.0 | 4000.0 | 3.00x | 75.0% | +1.50% |" in md
+    assert "| 1 | 0.10 | 40.000 | n/a |" in md  # busbw is n/a at p = 1
+    assert "| 4 | 8.00 | 0.500 | 0.750 |" in md
+    assert "![Throughput](throughput.png)" in md
+    assert "Run `20260101T000000Z` on `node1`." in md
+
+
+def test_report_refuses_other_documents():
+    with pytest.raises(ValueError, match="schema"):
+        mnc_bench.build_report([{"schema": "x", "config": {"processes": 1}}])
