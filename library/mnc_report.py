@@ -171,13 +171,21 @@ def _plot_bandwidth(plt, report, path):
             colour, ls = styles.get(row["kind"], ("black", "-."))
             ax.axhline(row["bandwidth"], color=colour, ls=ls,
                        label=f"p2p {row['kind']} ({row['bandwidth']:.2f} GB/s)")
+    if docs:
+        nbytes = docs[0]["allreduce"]["bytes"]
+        ax.axvline(nbytes, color="#C44E52", lw=0.8, alpha=0.6)
+        ax.annotate(f"L = {nbytes / 1e6:.2f} MB", (nbytes, 0.97), xycoords=("data", "axes fraction"),
+                    rotation=90, ha="right", va="top", fontsize=8, color="#C44E52")
+    values = [y for line in ax.get_lines() for y in line.get_ydata() if y and y > 0]
+    if values and max(values) / min(values) > 100:  # small messages would sit on the axis
+        ax.set_yscale("log")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("busbw, GB/s (1e9 B/s)")
     ax.set_title("Allreduce bus bandwidth vs its ceilings\n" + _subtitle(report), fontsize=11)
     ax.grid(alpha=0.3, which="both")
     if docs:
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="best")
     else:
         ax.text(0.5, 0.5, "no run with more than one process", ha="center", transform=ax.transAxes)
     fig.tight_layout()
