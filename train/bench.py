@@ -59,6 +59,8 @@ class Runner:
             self.cuda = cuda
             self.device = self.comm.intra_rank
             cuda.get_device_from_id(self.device).use()
+        # collective: every rank must take part, so it is gathered here, not in environment()
+        self.devices = self.mpi.allgather(f"{self.hosts[self.rank]}:{self.device}" if args.gpu else "cpu")
         self.chainer = chainer
         self.chainermn = chainermn
 
@@ -83,6 +85,8 @@ class Runner:
         if a.data == "synthetic":
             shape = (784,) if a.model == "mlp" else (3, a.insize, a.insize)
             dataset = data.SyntheticDataset(shape, a.classes, a.batchsize, a.seed + self.rank)
+            if self.cuda is not None:  # synthetic data lives on the device: no copy per iteration
+                dataset.x, dataset.y = self.cuda.to_gpu(dataset.x), self.cuda.to_gpu(dataset.y)
         else:
             dataset = data.load_dataset(a.data, a.model, a.insize, a.root)
             if dataset.max_label >= a.classes:
@@ -262,7 +266,7 @@ class Runner:
             props = cupy.cuda.runtime.getDeviceProperties(self.device)
             name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
             env["device"] = f"cuda ({name})"
-            env["gpus"] = self.mpi.allgather(f"{self.hosts[self.rank]}:{self.device}")
+            env["gpus"] = self.devices
         return env
 
 
