@@ -110,6 +110,11 @@ def test_throughput_and_overhead_are_consistent(two_ranks):
     ratios = sorted(r["instrumented_wall"] / r["plain_wall"] for r in rounds)
     assert ins["overhead"] == pytest.approx((ratios[1] + ratios[2]) / 2 - 1)  # median of 4
     assert ins["overhead_percent"] == pytest.approx(100 * ins["overhead"])
+    # what the timing adds per iteration, from its idle cost
+    per_iteration = ins["plain_wall"] / 20
+    assert 0 < ins["barrier"] < per_iteration
+    added = 2 * ins["barrier"] + ins["device_syncs"]
+    assert ins["estimated_overhead"] == pytest.approx(added / per_iteration)
 
 
 def test_chrome_trace_has_every_rank_phase_and_iteration(two_ranks):

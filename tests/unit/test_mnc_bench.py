@@ -183,7 +183,7 @@ def make_doc(p, samples_per_s, allreduce_s, L=4_000_000):
         "breakdown": stat,
         "imbalance": {"median": 0.0005},
         "throughput": {"samples_per_s": samples_per_s},
-        "instrumentation": {"overhead_percent": 1.5},
+        "instrumentation": {"overhead_percent": 1.5, "estimated_overhead_percent": 0.25},
         "allreduce": {"bytes": L, "time": allreduce_s, "algbw": L / allreduce_s / 1e9, "busbw": busbw},
         "raw_allreduce": []
         if p == 1
@@ -205,7 +205,7 @@ def test_report_rows_and_markdown():
     assert r4["raw_allreduce_bytes"] == 1 << 22  # nearest swept size at or above L
     assert (r4["p2p_inter_node"], r4["p2p_intra_node"]) == (1.1, 5.0)
     md = mnc_bench.render_markdown(report, [("throughput.png", "Throughput")])
-    assert "| 4 | 2 | 3000.0 | 4000.0 | 3.00x | 75.0% | +1.50% |" in md
+    assert "| 4 | 2 | 3000.0 | 4000.0 | 3.00x | 75.0% | +1.50% | 0.25% |" in md
     assert "| 1 | 0.10 | 40.000 | n/a |" in md  # busbw is n/a at p = 1
     assert "| 4 | 8.00 | 0.500 | 0.750 |" in md
     assert "![Throughput](throughput.png)" in md
