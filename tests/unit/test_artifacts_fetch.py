@@ -71,6 +71,7 @@ PLAY = """
       mnc_artifact_manifest:
         cache: "{{{{ lookup('ansible.builtin.env', 'MNC_ARTIFACT_CACHE') }}}}"
         artifacts: [{artifact}]
+        overrides: "{{{{ mnc_artifact_overrides | default({{}}) }}}}"
         write: true
 """
 
@@ -157,3 +158,24 @@ def test_a_bad_cached_file_is_replaced(tmp_path, upstream):
     result = converge(tmp_path, f"{upstream}/ok/demo-1.0.bin")
     assert result["stats"]["failures"] == 0, result["failures"]
     assert bad.read_bytes() == PAYLOAD
+
+
+def test_a_local_path_override_stages_offline_and_is_verified(tmp_path, upstream):
+    local = tmp_path / "shared" / "demo.bin"
+    local.parent.mkdir()
+    local.write_bytes(PAYLOAD)
+    _Handler.requests.clear()
+    overrides = {"demo": {"path": str(local)}}
+    url = f"{upstream}/ok/demo-1.0.bin"
+    result = converge(tmp_path, url, mnc_offline=True, mnc_artifact_overrides=overrides)
+    assert result["stats"]["failures"] == 0, result["failures"]
+    assert _Handler.requests == []
+    assert (tmp_path / "cache" / "demo" / "1.0" / "demo-1.0.bin").read_bytes() == PAYLOAD
+    manifest = json.loads((tmp_path / "cache" / "manifest.json").read_text())
+    assert manifest["artifacts"][0]["source"] == f"file://{local}"
+    # the pinned sha256 still applies to a local file
+    (tmp_path / "cache" / "demo" / "1.0" / "demo-1.0.bin").unlink()
+    local.write_bytes(b"not the release")
+    result = converge(tmp_path, url, mnc_offline=True, mnc_artifact_overrides=overrides)
+    assert result["stats"]["failures"] == 1
+    assert "did not match " + SHA in result["failures"][-1]
