@@ -1,0 +1,365 @@
+"""The acceptance checks of playbooks/verify.yml as pure functions.
+
+Each check turns what the nodes reported into table rows
+``{"check", "subject", "status", "detail"}`` with status PASS, FAIL or SKIP;
+``evaluate`` runs them all and ``render_table`` prints them. No Ansible
+imports: unit-tested directly (tests/unit/test_verify*.py), used by
+library/mnc_verify_table.py.
+
+Units follow nccl-tests: bytes, seconds, GB/s = 1e9 B/s. Link speeds are
+configured in Gbit/s (``mnc_link_gbps``): GB/s = Gbit/s / 8.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+
+# Components that must be identical on every node (key in mnc_versions.py's output -> label).
+VERSION_KEYS = (
+    ("python", "Python"),
+    ("chainer", "Chainer"),
+    ("numpy", "NumPy"),
+    ("cupy", "CuPy"),
+    ("mpi4py", "mpi4py"),
+    ("mpi_library", "MPI library"),
+    ("openmpi", "Open MPI (ompi_info)"),
+)
+
+
+def row(check, subject, status, detail):
+    return {"check": check, "subject": subject, "status": status, "detail": detail}
+
+
+# --- hostfile ----------------------------------------------------------------------------------
+
+def parse_hostfile(text: str) -> list[dict]:
+    """``<address> slots=<n>`` lines (comments and blank lines ignored), in file order."""
+    entries = []
+    for raw in (text or "").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        slots = 1
+        for f in fields[1:]:
+            m = re.fullmatch(r"(?:slots|max_slots)=(\d+)", f)
+            if m and f.startswith("slots="):
+                slots = int(m.group(1))
+        entries.append({"address": fields[0], "slots": slots})
+    return entries
+
+
+def check_hostfile(entries: list[dict], nodes: list[dict]) -> list[dict]:
+    """Every node appears once, under its private address, with at least one slot."""
+    if not entries:
+        return [row("hostfile", "cluster", FAIL, "hostfile missing or empty")]
+    by_addr = {}
+    for e in entries:
+        by_addr.setdefault(e["address"], []).append(e)
+    problems = []
+    for n in nodes:
+        found = by_addr.get(n.get("private_ip"), [])
+        if not found:
+            problems.append(f"{n['name']} ({n.get('private_ip')}) missing")
+        elif len(found) > 1:
+            problems.append(f"{n['name']} ({n.get('private_ip')}) listed {len(found)} times")
+    known = {n.get("private_ip") for n in nodes}
+    problems += [f"{a} is no node of the inventory" for a in by_addr if a not in known]
+    problems += [f"{e['address']} has slots={e['slots']}" for e in entries if e["slots"] < 1]
+    total = sum(e["slots"] for e in entries)
+    summary = ", ".join(f"{e['address']} slots={e['slots']}" for e in entries)
+    if problems:
+        return [row("hostfile", "cluster", FAIL, "; ".join(problems))]
+    return [row("hostfile", "cluster", PASS, f"{len(entries)} nodes, {total} slots: {summary}")]
+
+
+# --- ranks -------------------------------------------------------------------------------------
+
+def parse_rank_lines(text: str) -> list[tuple[str, int]]:
+    """``<hostname> <rank>`` lines printed by every rank; anything else is ignored."""
+    out = []
+    for line in (text or "").splitlines():
+        m = re.fullmatch(r"\s*(\S+)\s+(\d+)\s*", line)
+        if m:
+            out.append((m.group(1), int(m.group(2))))
+    return out
+
+
+def _ranges(ranks: list[int]) -> str:
+    ranks = sorted(ranks)
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ",".join(parts)
+
+
+def check_ranks(run: dict | None, expected: list[dict]) -> list[dict]:
+    """Every rank 0..N-1 printed exactly once, each host running exactly its slots.
+
+    ``expected``: hostfile order, ``{"host": <what `uname -n` prints>, "slots": n}``.
+    ``run``: ``{"rc", "stdout", "stderr", "cmd"}`` of the mpiexec run, or None when not run.
+    """
+    check = "ranks"
+    if run is None:
+        return [row(check, "cluster", FAIL, "not run")]
+    if run.get("skipped_reason"):
+        return [row(check, "cluster", FAIL, f"not run: {run['skipped_reason']}")]
+    total = sum(e["slots"] for e in expected)
+    lines = parse_rank_lines(run.get("stdout", ""))
+    problems = []
+    if run.get("rc") not in (0, None):
+        tail = (run.get("stderr") or run.get("stdout") or "").strip().splitlines()[-3:]
+        timed_out = run.get("rc") in (124, 137)
+        problems.append(("timed out" if timed_out else f"mpiexec exited {run.get('rc')}") +
+                        (": " + " | ".join(tail) if tail else ""))
+    ranks = [r for _, r in lines]
+    missing = sorted(set(range(total)) - set(ranks))
+    dups = sorted({r for r in ranks if ranks.count(r) > 1})
+    extra = sorted({r for r in ranks if r >= total})
+    if missing:
+        problems.append(f"ranks never printed: {_ranges(missing)}")
+    if dups:
+        problems.append(f"ranks printed more than once: {_ranges(dups)}")
+    if extra:
+        problems.append(f"ranks beyond {total - 1}: {_ranges(extra)}")
+    per_host: dict[str, list[int]] = {}
+    for host, r in lines:
+        per_host.setdefault(host, []).append(r)
+    want = {e["host"]: e["slots"] for e in expected}
+    for host, slots in want.items():
+        got = len(per_host.get(host, []))
+        if got != slots:
+            problems.append(f"{host} ran {got} rank(s), expected {slots}")
+    for host in per_host:
+        if host not in want:
+            problems.append(f"unexpected host {host} ran ranks {_ranges(per_host[host])}")
+    placement = "; ".join(f"{h}: {_ranges(per_host.get(h, [])) or '-'}" for h in want)
+    if problems:
+        return [row(check, "cluster", FAIL, "; ".join(problems) + f" (placement {placement})")]
+    return [row(check, "cluster", PASS, f"{total} ranks, 0..{total - 1} once each; {placement}")]
+
+
+# --- OpenMPI CUDA support ----------------------------------------------------------------------
+
+def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
+    """``opal_built_with_cuda_support`` on every node (openmpi_facts' cuda_support.built_with)."""
+    rows = []
+    for n in nodes:
+        if not n.get("reachable", True):
+            continue
+        om = n.get("openmpi") or {}
+        if n.get("openmpi_error") or not om:
+            why = n.get("openmpi_error") or "openmpi_facts returned nothing"
+            rows.append(row("openmpi cuda", n["name"], FAIL, f"no OpenMPI facts: {why}"))
+            continue
+        built = om.get("built_with")
+        desc = f"Open MPI {om.get('version', '?')} at {om.get('prefix', '?')}: built_with_cuda={built}"
+        if om.get("runtime") is not None:
+            desc += f", runtime={om.get('runtime')}"
+        if built is True:
+            rows.append(row("openmpi cuda", n["name"], PASS, desc))
+        elif require:
+            rows.append(row("openmpi cuda", n["name"], FAIL, desc + " (GPU mode needs --with-cuda)"))
+        else:
+            rows.append(row("openmpi cuda", n["name"], SKIP, desc + " (CPU mode: not required)"))
+    return rows
+
+
+# --- point-to-point bandwidth ------------------------------------------------------------------
+
+def parse_p2p(stdout: str) -> dict:
+    """The JSON document mnc_p2p_bandwidth.py prints on rank 0 (last line that parses)."""
+    for line in reversed((stdout or "").strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line)
+    raise ValueError("no JSON document in the output")
+
+
+def check_p2p(run: dict | None, link_gbps: float | None, min_fraction: float) -> list[dict]:
+    """Peak ping-pong bandwidth of every node pair against the configured link speed."""
+    check = "p2p bandwidth"
+    if run is None:
+        return [row(check, "all pairs", FAIL, "not run")]
+    if run.get("not_applicable"):
+        return [row(check, "all pairs", SKIP, run["not_applicable"])]
+    if run.get("skipped_reason"):
+        return [row(check, "all pairs", FAIL, f"not run: {run['skipped_reason']}")]
+    if run.get("rc") not in (0, None):
+        tail = (run.get("stderr") or run.get("stdout") or "").strip().splitlines()[-3:]
+        what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
+        return [row(check, "all pairs", FAIL, what + (": " + " | ".join(tail) if tail else ""))]
+    try:
+        doc = parse_p2p(run.get("stdout", ""))
+    except ValueError as exc:
+        tail = (run.get("stdout") or "")[-200:]
+        return [row(check, "all pairs", FAIL, f"unreadable output ({exc}): {tail}")]
+    pairs = doc.get("pairs", [])
+    if not pairs:
+        return [row(check, "all pairs", FAIL, f"no node pairs measured (hosts: {doc.get('hosts')})")]
+    link_gBps = link_gbps / 8.0 if link_gbps else None
+    rows = []
+    for p in pairs:
+        results = p.get("results", [])
+        subject = f"{p['a']} <-> {p['b']}"
+        if not results:
+            rows.append(row(check, subject, FAIL, "no measurements"))
+            continue
+        best = max(results, key=lambda r: r["gbps"])
+        small = min(results, key=lambda r: r["bytes"])
+        detail = (f"peak {best['gbps']:.2f} GB/s at {_size(best['bytes'])}; "
+                  f"{small['gbps']:.3f} GB/s at {_size(small['bytes'])}")
+        if link_gBps is None:
+            rows.append(row(check, subject, SKIP, detail + "; no mnc_link_gbps to compare with"))
+            continue
+        frac = best["gbps"] / link_gBps
+        detail += f"; link {link_gbps:g} Gb/s = {link_gBps:.2f} GB/s -> {frac:.0%}"
+        if frac >= min_fraction:
+            rows.append(row(check, subject, PASS, detail))
+        else:
+            hint = f" < {min_fraction:.0%} (wrong network? one link of a bond?)"
+            rows.append(row(check, subject, FAIL, detail + hint))
+    return rows
+
+
+def _size(n: int) -> str:
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+# --- versions ----------------------------------------------------------------------------------
+
+def check_versions(nodes: list[dict]) -> list[dict]:
+    """The same Python, Chainer, NumPy, CuPy, mpi4py and MPI on every node that answered."""
+    check = "versions"
+    rows = []
+    seen = []
+    for n in nodes:
+        if not n.get("reachable", True):
+            continue
+        v = n.get("versions")
+        if not v or n.get("versions_error"):
+            why = n.get("versions_error") or "nothing"
+            rows.append(row(check, n["name"], FAIL, f"could not read versions: {why}"))
+            continue
+        v = dict(v)
+        if (n.get("openmpi") or {}).get("version"):
+            v["openmpi"] = n["openmpi"]["version"]
+        errors = {k: val for k, val in v.items() if isinstance(val, str) and val.startswith("error:")}
+        for k, val in sorted(errors.items()):
+            rows.append(row(check, n["name"], FAIL, f"{k}: {val}"))
+        seen.append((n["name"], v))
+    if not seen:
+        return rows or [row(check, "cluster", FAIL, "no node reported versions")]
+    differing = []
+    agreed = []
+    for key, label in VERSION_KEYS:
+        # Import errors are reported per node above; compare what did import.
+        values = {name: v.get(key) for name, v in seen if key in v and not str(v[key]).startswith("error:")}
+        if not values:
+            continue
+        distinct = sorted({str(x) for x in values.values()})
+        if len(distinct) == 1:
+            agreed.append(f"{label} {_short(distinct[0])}")
+        else:
+            groups = {d: sorted(nm for nm, x in values.items() if str(x) == d) for d in distinct}
+            where = "; ".join(f"{_short(d)} on {', '.join(h)}" for d, h in groups.items())
+            differing.append(f"{label} differs: {where}")
+    down = [n["name"] for n in nodes if not n.get("reachable", True)]
+    unchecked = f"; not checked: {', '.join(down)}" if down else ""
+    if differing:
+        rows.append(row(check, "cluster", FAIL, "; ".join(differing) + unchecked))
+    else:
+        broken = f"; import errors on {', '.join(sorted({r['subject'] for r in rows}))}" if rows else ""
+        rows.append(row(check, "cluster", PASS if not rows else FAIL,
+                        f"same on {len(seen)} node(s): " + ", ".join(agreed) + broken + unchecked))
+    return rows
+
+
+def _clip(text: str, width: int = 160) -> str:
+    """One line of at most `width` characters (connection errors can be paragraphs)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _short(value: str) -> str:
+    """The first line, first two comma-separated parts ("Open MPI v5.0.7, package: ...")."""
+    line = value.strip().splitlines()[0] if value.strip() else value
+    return ", ".join(line.split(", ")[:2])[:80]
+
+
+# --- the whole table ---------------------------------------------------------------------------
+
+def check_reachable(nodes: list[dict]) -> list[dict]:
+    return [
+        row("node answers", n["name"], PASS, f"{n.get('nodename') or n['name']} ({n.get('private_ip', '?')})")
+        if n.get("reachable", True)
+        else row("node answers", n["name"], FAIL, f"did not answer: {_clip(n.get('error') or 'unreachable')}")
+        for n in nodes
+    ]
+
+
+def evaluate(nodes, hostfile_text, ranks_run, p2p_run, link_gbps, p2p_min_fraction, require_cuda) -> dict:
+    """Every check's rows, the rendered table, and whether the cluster passed."""
+    entries = parse_hostfile(hostfile_text) if hostfile_text is not None else []
+    by_ip = {n.get("private_ip"): n for n in nodes}
+    expected = [
+        {"host": (by_ip.get(e["address"]) or {}).get("nodename") or e["address"], "slots": e["slots"]}
+        for e in entries
+    ]
+    rows = check_reachable(nodes)
+    rows += check_hostfile(entries, nodes) if hostfile_text is not None else [
+        row("hostfile", "cluster", FAIL, "not read (no node answered)")]
+    rows += check_ranks(ranks_run, expected)
+    rows += check_cuda(nodes, require_cuda)
+    rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction)
+    rows += check_versions(nodes)
+    failures = [f"{r['check']} [{r['subject']}]: {r['detail']}" for r in rows if r["status"] == FAIL]
+    down = [n["name"] for n in nodes if not n.get("reachable", True)]
+    return {
+        "rows": rows,
+        "table": render_table(rows),
+        "passed": not failures,
+        "failures": failures,
+        "not_answering": down,
+    }
+
+
+def render_table(rows: list[dict], detail_width: int = 110) -> str:
+    """A fixed-width text table, one line per row (long details wrap under DETAIL)."""
+    heads = ("CHECK", "SUBJECT", "RESULT", "DETAIL")
+    w0 = max([len(heads[0])] + [len(r["check"]) for r in rows])
+    w1 = max([len(heads[1])] + [len(r["subject"]) for r in rows])
+    w2 = len(heads[2])
+    indent = " " * (w0 + w1 + w2 + 6)
+    lines = [f"{heads[0]:<{w0}}  {heads[1]:<{w1}}  {heads[2]:<{w2}}  {heads[3]}",
+             f"{'-' * w0}  {'-' * w1}  {'-' * w2}  {'-' * 6}"]
+    for r in rows:
+        chunks = _wrap(r["detail"], detail_width)
+        lines.append(f"{r['check']:<{w0}}  {r['subject']:<{w1}}  {r['status']:<{w2}}  {chunks[0]}")
+        lines += [indent + c for c in chunks[1:]]
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in (PASS, FAIL, SKIP)}
+    verdict = "PASSED" if counts[FAIL] == 0 else "FAILED"
+    lines.append(f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped")
+    return "\n".join(lines)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    words, out, cur = text.split(" "), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            out.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    out.append(cur)
+    return out

@@ -1,0 +1,283 @@
+"""State the wiring roles leave on three containers, and verify.yml across them.
+
+testinfra from outside; for the failure paths the real playbooks are run
+again against the molecule inventory with bad inventory values, and once
+with a stopped container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import testinfra.utils.ansible_runner
+
+INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY_FILE).get_hosts("mnc_nodes")
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIO = Path(__file__).resolve().parents[1]
+NODES = {"mnc-wiring-1": "10.89.78.11", "mnc-wiring-2": "10.89.78.12", "mnc-wiring-3": "10.89.78.13"}
+SLOTS = {"mnc-wiring-1": 2, "mnc-wiring-2": 3, "mnc-wiring-3": 2}
+USER = "mpiuser"
+
+
+def playbook(path, *extra, timeout=600, json_out=False):
+    """Run a real playbook against this scenario's containers."""
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
+        ANSIBLE_LIBRARY=str(ROOT / "library"),
+        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+    )
+    if json_out:
+        env.update(
+            ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CALLBACKS_ENABLED="", ANSIBLE_LOAD_CALLBACK_PLUGINS="1"
+        )
+    argv = [
+        str(Path(sys.executable).with_name("ansible-playbook")),
+        "-i",
+        str(Path(INVENTORY_FILE).parent),
+        str(path),
+        *extra,
+    ]
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return proc, time.monotonic() - t0
+
+
+# --- ssh_mesh -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("peer", sorted(NODES))
+def test_ssh_to_every_peer_without_prompt(host, peer):
+    # BatchMode=yes: a password or host-key prompt makes ssh fail instead of waiting.
+    for target in (NODES[peer], peer):
+        cmd = host.run(f"sudo -u {USER} ssh -o BatchMode=yes -o ConnectTimeout=10 {target} uname -n")
+        assert cmd.rc == 0, f"{host.backend.hostname} -> {target}: {cmd.stderr}"
+        assert cmd.stdout.strip() == peer
+
+
+def test_known_hosts_hashed_and_complete(host):
+    path = f"/home/{USER}/.ssh/known_hosts"
+    kh = host.file(path)
+    assert kh.user == USER and kh.mode in (0o600, 0o644)
+    lines = [line for line in kh.content_string.splitlines() if line.strip()]
+    assert lines and all(line.startswith("|1|") for line in lines), "known_hosts has unhashed names"
+    for name, ip in NODES.items():
+        assert ip not in kh.content_string and name not in kh.content_string
+        for target in (ip, name):
+            found = host.run(f"ssh-keygen -F {target} -f {path}")
+            assert found.rc == 0, f"{target} not in known_hosts"
+            # ... with that node's real host key.
+            real = host.run(f"ssh-keyscan -t ed25519 {ip} 2>/dev/null").stdout.split()[1:3]
+            assert " ".join(real) in found.stdout
+
+
+def test_no_host_key_checking_switched_off(host):
+    cfg = host.run(f"cat /etc/ssh/ssh_config /etc/ssh/ssh_config.d/* /home/{USER}/.ssh/config 2>/dev/null")
+    assert "stricthostkeychecking no" not in " ".join(cfg.stdout.lower().split())
+    # ... and nowhere in what this project ships.
+    mine = subprocess.run(
+        [
+            "grep",
+            "-rliE",
+            r"StrictHostKeyChecking[= ]+no",
+            "roles/ssh_mesh",
+            "roles/mpi_hostfile",
+            "roles/bonding",
+            "playbooks/verify.yml",
+            "molecule/wiring",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert mine.stdout == "", mine.stdout
+
+
+def test_authorized_keys_hold_every_node(host):
+    keys = host.file(f"/home/{USER}/.ssh/authorized_keys").content_string
+    for name in NODES:
+        assert f"{USER}@{name} (mncluster)" in keys
+
+
+# --- mpi_hostfile -------------------------------------------------------------------------------
+
+
+def test_hostfile_lists_every_node_with_its_slots(host):
+    expected = [f"{ip} slots={SLOTS[name]}" for name, ip in NODES.items()]
+    for path, owner in ((f"/home/{USER}/mncluster/hostfile", USER), ("/etc/mncluster/hostfile", "root")):
+        f = host.file(path)
+        assert f.user == owner and f.mode == 0o644
+        lines = [line for line in f.content_string.splitlines() if line and not line.startswith("#")]
+        assert lines == expected
+        assert "managed by mncluster" in f.content_string
+
+
+# --- bonding: render + validate, never applied here ---------------------------------------------
+
+
+def _renderer(host):
+    return "netplan" if host.backend.hostname == "mnc-wiring-3" else "ifupdown"
+
+
+STAGED = {
+    "ifupdown": "/etc/mncluster/network/mncluster-bond0",
+    "netplan": "/etc/mncluster/network/60-mncluster-bond0.yaml",
+}
+LIVE = {
+    "ifupdown": "/etc/network/interfaces.d/mncluster-bond0",
+    "netplan": "/etc/netplan/60-mncluster-bond0.yaml",
+}
+VALIDATOR = "/usr/local/libexec/mncluster/mnc-bond-validate"
+
+
+def test_bond_rendered_validated_and_not_applied(host):
+    r = _renderer(host)
+    staged = host.file(STAGED[r])
+    assert staged.exists
+    assert f"{NODES[host.backend.hostname]}/24" in staged.content_string
+    assert "802.3ad" in staged.content_string and "layer3+4" in staged.content_string
+    # The container kernel has no bonding driver: nothing live, no bond device.
+    assert not host.file(LIVE[r]).exists
+    assert host.run("ip link show bond0").rc != 0
+    # The staged file passes the real tool (netplan generate / ifquery + ifup --no-act).
+    ok = host.run(f"{VALIDATOR} --renderer {r} --bond bond0 {STAGED[r]}")
+    assert ok.rc == 0, ok.stderr
+
+
+@pytest.mark.parametrize(
+    ("sed", "message"),
+    [
+        (
+            r"s#\(10\.89\.78\.\)1[0-9]/24#\1300/24#",
+            {
+                "netplan": "malformed address '10.89.78.300/24'",
+                "ifupdown": "address '10.89.78.300' is not a valid",
+            },
+        ),
+        (
+            "s#eth2#eth2-much-too-long#g",
+            {
+                "netplan": "interface name 'eth2-much-too-long' is longer than 15 bytes",
+                "ifupdown": "interface name 'eth2-much-too-long' is longer than 15 bytes",
+            },
+        ),
+    ],
+    ids=["bad-address", "bad-interface-name"],
+)
+def test_validator_rejects_broken_files(host, sed, message):
+    r = _renderer(host)
+    bad = f"/tmp/bad-{r}" + (".yaml" if r == "netplan" else "")
+    assert host.run(f"sed '{sed}' {STAGED[r]} > {bad}").rc == 0
+    res = host.run(f"{VALIDATOR} --renderer {r} --bond bond0 {bad}")
+    assert res.rc == 1
+    assert message[r] in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("node", "extra", "message"),
+    [
+        ("mnc-wiring-1", {"mnc_private_ip": "10.89.78.300"}, "address '10.89.78.300' is not a valid"),
+        ("mnc-wiring-3", {"mnc_private_ip": "10.89.78.300"}, "malformed address '10.89.78.300/24'"),
+        ("mnc-wiring-3", {"bonding_interfaces": ["eth1", "eth2-much-too-long"]}, "longer than 15 bytes"),
+    ],
+    ids=["ifupdown-address", "netplan-address", "netplan-interface"],
+)
+def test_bad_inventory_fails_and_changes_nothing(host, node, extra, message):
+    if host.backend.hostname != node:
+        pytest.skip("runs once, against its node")
+    r = _renderer(host)
+    before = host.file(STAGED[r]).sha256sum
+    proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", node, "-e", json.dumps(extra))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "failed to validate" in out and message in out, out
+    assert host.file(STAGED[r]).sha256sum == before
+    assert not host.file(LIVE[r]).exists
+
+
+# --- verify.yml across the containers -----------------------------------------------------------
+
+VERIFY_VARS = [
+    "-e",
+    "mnc_python=/usr/bin/python3",
+    "-e",
+    "mnc_openmpi_prefix=/usr",
+    # Two busy cores shared by three containers: judge the machinery, not this host's speed.
+    "-e",
+    "mnc_link_gbps=1",
+]
+
+
+def _judged(proc):
+    doc = json.loads(proc.stdout)
+    for play in doc["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == "Judge the checks":
+                return task["hosts"]["localhost"]
+    raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
+
+
+def test_verify_playbook_across_containers(host):
+    if host.backend.hostname != "mnc-wiring-1":
+        pytest.skip("runs once")
+    proc, elapsed = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, json_out=True)
+    res = _judged(proc)
+    rows = {(r["check"], r["subject"]): r for r in res["rows"]}
+    print(res["table"], f"\n(verify.yml took {elapsed:.0f}s)")
+    for name in NODES:
+        assert rows[("node answers", name)]["status"] == "PASS"
+    assert rows[("hostfile", "cluster")]["status"] == "PASS"
+    ranks = rows[("ranks", "cluster")]
+    assert ranks["status"] == "PASS", ranks
+    assert "7 ranks, 0..6 once each" in ranks["detail"]
+    assert "mnc-wiring-2: 2-4" in ranks["detail"]
+    pairs = [r for (check, _), r in rows.items() if check == "p2p bandwidth"]
+    assert sorted(r["subject"] for r in pairs) == [
+        "mnc-wiring-1 <-> mnc-wiring-2",
+        "mnc-wiring-1 <-> mnc-wiring-3",
+        "mnc-wiring-2 <-> mnc-wiring-3",
+    ]
+    assert all(r["status"] == "PASS" and "GB/s" in r["detail"] for r in pairs), pairs
+    # Debian's OpenMPI in CPU mode: reported, not required.
+    assert {rows[("openmpi cuda", n)]["status"] for n in NODES} <= {"PASS", "SKIP"}
+    # No Chainer in these containers (the chainer role is not part of this scenario):
+    # the versions check must say so, per node, and fail the run.
+    for name in NODES:
+        assert any(
+            r["subject"] == name and "chainer: error: ModuleNotFoundError" in r["detail"]
+            for r in res["rows"]
+            if r["check"] == "versions"
+        )
+    assert res["passed"] is False and proc.returncode != 0
+
+
+def test_verify_names_a_node_that_does_not_answer(host):
+    if host.backend.hostname != "mnc-wiring-1":
+        pytest.skip("runs once")
+    subprocess.run(["podman", "stop", "-t", "5", "mnc-wiring-3"], check=True, capture_output=True)
+    try:
+        proc, elapsed = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, json_out=True, timeout=300)
+    finally:
+        subprocess.run(["podman", "start", "mnc-wiring-3"], check=True, capture_output=True)
+    res = _judged(proc)
+    assert proc.returncode != 0
+    assert res["not_answering"] == ["mnc-wiring-3"]
+    rows = {(r["check"], r["subject"]): r for r in res["rows"]}
+    assert rows[("node answers", "mnc-wiring-3")]["status"] == "FAIL"
+    assert rows[("node answers", "mnc-wiring-1")]["status"] == "PASS"
+    assert rows[("ranks", "cluster")]["detail"] == "not run: mnc-wiring-3 did not answer"
+    assert elapsed < 240, f"verify.yml took {elapsed:.0f}s with one node down"

@@ -1,0 +1,326 @@
+"""The acceptance checks of playbooks/verify.yml (module_utils/mnc_verify.py).
+
+Rank and bandwidth checks are fed the output of real mpiexec runs on the
+controller (Debian's OpenMPI + mpi4py in .venv); the judging of failures the
+controller cannot produce (a node that did not answer, a version skew) uses
+inputs in the exact shape the playbook collects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "module_utils"))
+
+import mnc_verify as v
+
+P2P = ROOT / "playbooks" / "files" / "mnc_p2p_bandwidth.py"
+VERSIONS = ROOT / "playbooks" / "files" / "mnc_versions.py"
+RANK_CMD = ["/bin/sh", "-c", 'echo "$(uname -n) $(printenv OMPI_COMM_WORLD_RANK)"']
+HOST = os.uname().nodename
+
+needs_mpiexec = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec on this host")
+
+
+def mpiexec(n, command, timeout=120):
+    env = dict(
+        os.environ,
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_rmaps_base_oversubscribe="1",
+    )
+    argv = ["timeout", "--kill-after=5", str(timeout), "mpiexec", "-n", str(n), "--oversubscribe", *command]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout + 30, check=False)
+    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "cmd": " ".join(argv)}
+
+
+def only(rows, check):
+    return [r for r in rows if r["check"] == check]
+
+
+# --- ranks ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.mpi
+@needs_mpiexec
+def test_real_mpiexec_every_rank_once_passes():
+    run = mpiexec(4, RANK_CMD)
+    assert run["rc"] == 0, run["stderr"]
+    rows = v.check_ranks(run, [{"host": HOST, "slots": 4}])
+    assert rows[0]["status"] == v.PASS, rows
+    assert "0..3 once each" in rows[0]["detail"]
+    assert f"{HOST}: 0-3" in rows[0]["detail"]
+
+
+@pytest.mark.mpi
+@needs_mpiexec
+def test_real_mpiexec_too_few_ranks_names_the_missing_ones():
+    # The hostfile promises 4 slots on this host, but only 3 processes start.
+    run = mpiexec(3, RANK_CMD)
+    rows = v.check_ranks(run, [{"host": HOST, "slots": 4}])
+    assert rows[0]["status"] == v.FAIL
+    assert "ranks never printed: 3" in rows[0]["detail"]
+    assert f"{HOST} ran 3 rank(s), expected 4" in rows[0]["detail"]
+
+
+@pytest.mark.mpi
+@needs_mpiexec
+def test_real_mpiexec_failure_is_reported_with_its_error():
+    run = mpiexec(2, ["/nonexistent/program"])
+    assert run["rc"] != 0
+    rows = v.check_ranks(run, [{"host": HOST, "slots": 2}])
+    assert rows[0]["status"] == v.FAIL
+    assert f"mpiexec exited {run['rc']}" in rows[0]["detail"]
+
+
+def test_duplicate_rank_and_unexpected_host_fail():
+    # Two mpiexec jobs writing into one output, or a hostfile pointing at the wrong machine.
+    out = "node1 0\nnode1 1\nnode2 2\nnode2 2\nrogue 3\n"
+    rows = v.check_ranks(
+        {"rc": 0, "stdout": out}, [{"host": "node1", "slots": 2}, {"host": "node2", "slots": 2}]
+    )
+    detail = rows[0]["detail"]
+    assert rows[0]["status"] == v.FAIL
+    assert "ranks printed more than once: 2" in detail
+    assert "unexpected host rogue ran ranks 3" in detail
+    assert "node2 ran 2 rank(s), expected 2" not in detail
+
+
+def test_ranks_timeout_is_named():
+    rows = v.check_ranks({"rc": 124, "stdout": "", "stderr": ""}, [{"host": "a", "slots": 1}])
+    assert rows[0]["status"] == v.FAIL and rows[0]["detail"].startswith("timed out")
+
+
+def test_ranks_not_run_because_a_node_is_down():
+    rows = v.check_ranks({"skipped_reason": "node3 did not answer"}, [])
+    assert rows == [v.row("ranks", "cluster", v.FAIL, "not run: node3 did not answer")]
+
+
+# --- hostfile -------------------------------------------------------------------------------------
+
+NODES = [
+    {"name": "n1", "private_ip": "10.0.0.1", "nodename": "n1"},
+    {"name": "n2", "private_ip": "10.0.0.2", "nodename": "n2"},
+]
+
+
+def test_hostfile_parse_and_check():
+    text = "# managed by mncluster\n10.0.0.1 slots=4\n\n10.0.0.2 slots=4  # second\n"
+    entries = v.parse_hostfile(text)
+    assert entries == [{"address": "10.0.0.1", "slots": 4}, {"address": "10.0.0.2", "slots": 4}]
+    assert v.check_hostfile(entries, NODES)[0]["status"] == v.PASS
+
+
+def test_hostfile_missing_node_and_stranger_fail():
+    rows = v.check_hostfile(v.parse_hostfile("10.0.0.1 slots=2\n10.9.9.9 slots=2\n"), NODES)
+    assert rows[0]["status"] == v.FAIL
+    assert "n2 (10.0.0.2) missing" in rows[0]["detail"]
+    assert "10.9.9.9 is no node of the inventory" in rows[0]["detail"]
+
+
+# --- p2p bandwidth -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def p2p_run():
+    if shutil.which("mpiexec") is None:
+        pytest.skip("no mpiexec on this host")
+    run = mpiexec(3, [sys.executable, str(P2P), "--budget-mib", "4", "--sizes", "4096", "1048576"])
+    assert run["rc"] == 0, run["stderr"]
+    return run
+
+
+@pytest.mark.mpi
+def test_real_pingpong_measures_every_pair(p2p_run):
+    doc = v.parse_p2p(p2p_run["stdout"])
+    assert [p["ranks"] for p in doc["pairs"]] == [[0, 1], [0, 2], [1, 2]]
+    for p in doc["pairs"]:
+        assert [r["bytes"] for r in p["results"]] == [4096, 1048576]
+        for r in p["results"]:
+            assert r["gbps"] == pytest.approx(r["bytes"] / r["seconds"] / 1e9)
+            assert r["gbps"] > 0
+
+
+@pytest.mark.mpi
+def test_real_pingpong_against_link_speed(p2p_run):
+    # Shared memory on one host is far faster than a 1 Gb/s link ...
+    rows = v.check_p2p(p2p_run, link_gbps=1, min_fraction=0.5)
+    assert len(rows) == 3 and all(r["status"] == v.PASS for r in rows), rows
+    assert "link 1 Gb/s = 0.12 GB/s" in rows[0]["detail"]
+    # ... and far slower than a 100 Tb/s one: every pair fails and says by how much.
+    rows = v.check_p2p(p2p_run, link_gbps=100000, min_fraction=0.5)
+    assert all(r["status"] == v.FAIL for r in rows)
+    assert "< 50%" in rows[0]["detail"]
+    # No configured link speed: measured, reported, not judged.
+    rows = v.check_p2p(p2p_run, link_gbps=None, min_fraction=0.5)
+    assert all(r["status"] == v.SKIP and "no mnc_link_gbps" in r["detail"] for r in rows)
+
+
+def test_p2p_garbage_output_fails_with_the_text():
+    rows = v.check_p2p({"rc": 0, "stdout": "Segmentation fault\n"}, 10, 0.5)
+    assert rows[0]["status"] == v.FAIL and "Segmentation fault" in rows[0]["detail"]
+
+
+def test_p2p_single_node_is_skipped():
+    rows = v.check_p2p({"not_applicable": "a single node: no pair to measure"}, 10, 0.5)
+    assert rows[0]["status"] == v.SKIP
+
+
+# --- OpenMPI CUDA support -------------------------------------------------------------------------
+
+
+def test_cuda_support_required_in_gpu_mode_only():
+    nodes = [
+        {
+            "name": "gpu1",
+            "openmpi": {"version": "5.0.7", "prefix": "/opt/ompi", "built_with": True, "runtime": True},
+        },
+        {"name": "gpu2", "openmpi": {"version": "4.1.4", "prefix": "/usr", "built_with": False}},
+        {"name": "gpu3", "openmpi_error": "no ompi_info in /opt/x/bin"},
+        {"name": "down", "reachable": False},
+    ]
+    rows = v.check_cuda(nodes, require=True)
+    assert [(r["subject"], r["status"]) for r in rows] == [
+        ("gpu1", v.PASS),
+        ("gpu2", v.FAIL),
+        ("gpu3", v.FAIL),
+    ]
+    assert "--with-cuda" in rows[1]["detail"]
+    assert "no ompi_info in /opt/x/bin" in rows[2]["detail"]
+    cpu = v.check_cuda(nodes[:2], require=False)
+    assert [r["status"] for r in cpu] == [v.PASS, v.SKIP]
+
+
+# --- versions -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_versions():
+    proc = subprocess.run(
+        [sys.executable, str(VERSIONS)], capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(proc.stdout)
+
+
+def test_real_versions_script_reports_the_stack(real_versions):
+    assert real_versions["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert real_versions["chainer"] == "7.8.1"
+    assert "\x00" not in real_versions["mpi_library"]
+    assert real_versions["mpi_library"].startswith(("Open MPI", "MPICH"))
+
+
+def test_same_versions_pass_and_skew_names_the_node(real_versions):
+    same = [{"name": f"n{i}", "versions": real_versions} for i in range(3)]
+    rows = v.check_versions(same)
+    assert [r["status"] for r in rows] == [v.PASS]
+    assert "Chainer 7.8.1" in rows[0]["detail"]
+    skew = [dict(same[0]), dict(same[1]), {"name": "n2", "versions": dict(real_versions, chainer="7.8.0")}]
+    rows = v.check_versions(skew)
+    assert rows[-1]["status"] == v.FAIL
+    assert "Chainer differs: 7.8.0 on n2; 7.8.1 on n0, n1" in rows[-1]["detail"]
+
+
+def test_import_error_and_unreadable_node_fail():
+    rows = v.check_versions(
+        [
+            {
+                "name": "n0",
+                "versions": {
+                    "python": "3.11.9",
+                    "chainer": "error: ModuleNotFoundError: No module named 'chainer'",
+                },
+            },
+            {"name": "n1", "versions_error": "/x/python failed (rc 127): not found"},
+        ]
+    )
+    assert ("n0", v.FAIL) in [(r["subject"], r["status"]) for r in rows]
+    assert any(r["subject"] == "n1" and "rc 127" in r["detail"] for r in rows)
+    assert rows[-1]["status"] == v.FAIL
+
+
+# --- the whole table -----------------------------------------------------------------------------
+
+
+def test_unreachable_node_is_named_and_fails_the_table():
+    nodes = [
+        {
+            "name": "n1",
+            "reachable": True,
+            "nodename": "n1",
+            "private_ip": "10.0.0.1",
+            "versions": {"python": "3.11.9"},
+            "openmpi": {"version": "5.0.7", "built_with": True},
+        },
+        {
+            "name": "n2",
+            "reachable": False,
+            "private_ip": "10.0.0.2",
+            "error": "Failed to connect to the host via ssh: connect to host 10.0.0.2 port 22: "
+            "Connection timed out",
+        },
+    ]
+    res = v.evaluate(
+        nodes,
+        "10.0.0.1 slots=1\n10.0.0.2 slots=1\n",
+        {"skipped_reason": "n2 did not answer"},
+        {"skipped_reason": "n2 did not answer"},
+        10,
+        0.5,
+        False,
+    )
+    assert res["passed"] is False
+    assert res["not_answering"] == ["n2"]
+    assert any(f.startswith("node answers [n2]: did not answer: Failed to connect") for f in res["failures"])
+    table = res["table"].splitlines()
+    assert table[0].split() == ["CHECK", "SUBJECT", "RESULT", "DETAIL"]
+    assert any(line.startswith("node answers") and " n2 " in line and "FAIL" in line for line in table)
+    assert table[-1].startswith("FAILED: ")
+
+
+def test_all_good_table_passes():
+    vers = {"python": "3.11.9", "chainer": "7.8.1", "mpi4py": "4.1.1", "mpi_library": "Open MPI v5.0.7"}
+    nodes = [
+        {
+            "name": f"n{i}",
+            "reachable": True,
+            "nodename": f"n{i}",
+            "private_ip": f"10.0.0.{i}",
+            "versions": vers,
+            "openmpi": {"version": "5.0.7", "built_with": True},
+        }
+        for i in (1, 2)
+    ]
+    ranks = {"rc": 0, "stdout": "n1 0\nn1 1\nn2 2\nn2 3\n"}
+    p2p = {
+        "rc": 0,
+        "stdout": json.dumps(
+            {
+                "hosts": ["n1", "n2"],
+                "pairs": [
+                    {
+                        "a": "n1",
+                        "b": "n2",
+                        "ranks": [0, 1],
+                        "results": [
+                            {"bytes": 8192, "seconds": 1e-5, "gbps": 0.8192},
+                            {"bytes": 16 << 20, "seconds": 0.0145, "gbps": 1.157},
+                        ],
+                    }
+                ],
+            }
+        ),
+    }
+    res = v.evaluate(nodes, "10.0.0.1 slots=2\n10.0.0.2 slots=2\n", ranks, p2p, 10, 0.5, True)
+    assert res["passed"], res["table"]
+    assert res["failures"] == []
+    assert "peak 1.16 GB/s at 16 MiB" in res["table"]
+    assert "-> 93%" in res["table"]
+    assert res["table"].splitlines()[-1] == "PASSED: 8 passed, 0 failed, 0 skipped"

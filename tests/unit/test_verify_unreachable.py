@@ -1,0 +1,79 @@
+"""playbooks/verify.yml when nodes do not answer: it fails naming them, and does not hang.
+
+Real nodes that cannot answer: a container of the node image that exists but
+is stopped (podman connection), and a host at 192.0.2.1 (TEST-NET-1, never
+routed) over SSH. The whole playbook must finish well inside a minute or two
+and print both names in its table and its failure message.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = os.environ.get("MNC_NODE_IMAGE", "localhost/mncluster-node:bookworm")
+
+
+def podman_ok() -> bool:
+    if shutil.which("podman") is None:
+        return False
+    return (
+        subprocess.run(["podman", "image", "exists", IMAGE], capture_output=True, check=False).returncode == 0
+    )
+
+
+pytestmark = [pytest.mark.podman, pytest.mark.skipif(not podman_ok(), reason=f"podman or {IMAGE} missing")]
+
+
+@pytest.fixture
+def stopped_container():
+    name = f"mnc-verify-down-{os.getpid()}"
+    subprocess.run(["podman", "create", "--name", name, IMAGE, "/sbin/init"], check=True, capture_output=True)
+    yield name
+    subprocess.run(["podman", "rm", "-f", name], check=False, capture_output=True)
+
+
+def test_nodes_that_do_not_answer_fail_verify_by_name(tmp_path, stopped_container):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"""\
+mnc_nodes:
+  hosts:
+    node-stopped:
+      ansible_connection: containers.podman.podman
+      ansible_host: {stopped_container}
+      mnc_private_ip: 10.89.251.11
+    node-blackhole:
+      ansible_host: 192.0.2.1
+      ansible_user: root
+      ansible_timeout: 5
+      ansible_ssh_common_args: -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/dev/null
+      mnc_private_ip: 192.0.2.1
+""")
+    env = dict(
+        os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"
+    )
+    argv = [
+        str(Path(sys.executable).with_name("ansible-playbook")),
+        "-i",
+        str(inventory),
+        str(ROOT / "playbooks" / "verify.yml"),
+    ]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    elapsed = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert elapsed < 150, f"verify.yml took {elapsed:.0f}s with dead nodes"
+    table = [line for line in out.splitlines() if "node answers" in line]
+    assert any("node-stopped" in line and "FAIL" in line for line in table), out
+    assert any("node-blackhole" in line and "FAIL" in line for line in table), out
+    assert "did not answer: node-stopped, node-blackhole" in out, out
+    # The MPI checks were not attempted against nodes that are down.
+    assert "not run: node-stopped, node-blackhole did not answer" in out or "FAILED:" in out, out
