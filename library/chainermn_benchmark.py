@@ -94,7 +94,9 @@ options:
     type: dict
     default: {}
   timeout:
-    description: Seconds one run may take before it is killed and the task fails.
+    description:
+      - Seconds one run may take before the task fails. Passed to mpiexec as C(MPIEXEC_TIMEOUT)
+        (OpenMPI and MPICH abort every rank of the job), with C(timeout) 60 s later as a backstop.
     type: int
     default: 900
   out_dir:
@@ -177,17 +179,20 @@ failed_rank:
 
 import json
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.mnc_bench import (
     check_process_counts,
     failing_rank,
+    launcher_env,
     mpiexec_argv,
     parse_document,
     parse_hostfile,
     process_counts,
     scaling,
     stderr_tail,
+    timed_out,
     train_argv,
 )
 
@@ -284,15 +289,17 @@ def main():
         module.exit_json(changed=False, process_counts=counts, commands=commands)
 
     env = {k: str(v) for k, v in p["environment"].items()}
+    env.update(launcher_env(p["timeout"]))
     if p["out_dir"]:
         os.makedirs(p["out_dir"], exist_ok=True)
     documents, files = [], []
     for i, n in enumerate(counts):
         argv = commands[i]
+        start = time.monotonic()
         rc, out, err = module.run_command(argv, cwd=p["chdir"], environ_update=env, check_rc=False)
-        timed_out = argv[0].endswith("timeout") and rc in (124, 137)
         if rc != 0:
-            _fail_run(module, n, argv, rc, out, err, timed_out)
+            stopped = timed_out(rc, out + err, time.monotonic() - start, p["timeout"])
+            _fail_run(module, n, argv, rc, out, err, stopped)
         try:
             doc = parse_document(out)
         except ValueError as e:

@@ -19,6 +19,7 @@ SCHEMA = "mncluster.benchmark/1"
 REPORT_SCHEMA = "mncluster.report/1"
 JSON_PREFIX = "MNCBENCH_JSON "
 PHASES = ("compute", "wait", "allreduce", "update")
+BACKSTOP_S = 60
 
 
 # -- sweep and slots ----------------------------------------------------------
@@ -95,8 +96,9 @@ def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, exp
     """The launcher's argv: ``[timeout] mpiexec -n p [-hostfile H] --map-by ppr:s:node ... command``."""
     argv = []
     if timeout and timeout_bin:
-        # SIGTERM lets mpiexec take its remote ranks down; SIGKILL if it does not within 30 s
-        argv += [timeout_bin, "--kill-after=30", str(int(timeout))]
+        # A backstop for an mpiexec that itself hangs (ssh, a dead node): the job's own
+        # limit is MPIEXEC_TIMEOUT (see launcher_env), which takes every rank down.
+        argv += [timeout_bin, "--kill-after=30", str(int(timeout) + BACKSTOP_S)]
     argv += [mpiexec, "-n", str(processes)]
     if hostfile:
         argv += ["-hostfile", hostfile]
@@ -106,6 +108,20 @@ def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, exp
     argv += list(extra_args)
     argv += list(command)
     return argv
+
+
+def launcher_env(timeout):
+    """Environment for mpiexec: OpenMPI and MPICH both abort the whole job at MPIEXEC_TIMEOUT."""
+    return {"MPIEXEC_TIMEOUT": str(int(timeout))} if timeout else {}
+
+
+def timed_out(rc, output, elapsed, timeout):
+    """Whether a failed run was stopped by the time limit rather than by a rank."""
+    if rc in (124, 137):  # the coreutils backstop fired
+        return True
+    if "time limit for job execution has been reached" in output:
+        return True
+    return bool(timeout) and rc != 0 and elapsed >= timeout
 
 
 def parse_document(stdout):

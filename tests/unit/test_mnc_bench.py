@@ -107,7 +107,7 @@ def test_command_lines():
     assert argv == [
         "/usr/bin/timeout",
         "--kill-after=30",
-        "60",
+        "120",
         "mpiexec",
         "-n",
         "4",
@@ -215,3 +215,12 @@ def test_report_rows_and_markdown():
 def test_report_refuses_other_documents():
     with pytest.raises(ValueError, match="schema"):
         mnc_bench.build_report([{"schema": "x", "config": {"processes": 1}}])
+
+
+def test_time_limit():
+    assert mnc_bench.launcher_env(30) == {"MPIEXEC_TIMEOUT": "30"}
+    assert mnc_bench.launcher_env(0) == {}
+    assert mnc_bench.timed_out(124, "", 5, 30)  # the backstop
+    assert mnc_bench.timed_out(110, "The user-provided time limit for job execution has been reached", 31, 30)
+    assert mnc_bench.timed_out(1, "", 30.5, 30)
+    assert not mnc_bench.timed_out(1, "[rank 1] train: error: x", 3, 30)
