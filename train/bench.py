@@ -269,7 +269,7 @@ class Runner:
             "numpy": np.__version__,
             "cupy": None,
             "mpi4py": mpi4py.__version__,
-            "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+            "mpi_library": MPI.Get_library_version().strip().splitlines()[0].strip().rstrip(","),
             "mpi_standard": "{}.{}".format(*MPI.Get_version()),
             "communicator_class": type(self.comm).__name__,
             "hosts": self.hosts,
