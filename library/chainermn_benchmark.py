@@ -223,6 +223,10 @@ def _plan(module):
         module.fail_json(msg=f"{p['chdir']} holds no train package (train/__main__.py); nothing was run")
     if p["trace"] and not p["out_dir"]:
         module.fail_json(msg="trace needs out_dir")
+    if os.path.isabs(p["python"]) and not os.access(p["python"], os.X_OK):
+        module.fail_json(msg=f"python {p['python']} is not an executable on this node; nothing was run")
+    if not os.path.isabs(p["mpiexec"]) and module.get_bin_path(p["mpiexec"]) is None:
+        module.fail_json(msg=f"{p['mpiexec']} is not on PATH here; set mpiexec to its full path")
     return counts, nodes, slots
 
 

@@ -122,6 +122,14 @@ def test_unknown_model_and_communicator_are_refused(cluster):
     assert "value of communicator must be one of" in res["msg"]
 
 
+def test_missing_python_or_mpiexec_runs_nothing(cluster, tmp_path):
+    res = run_module({**cluster, "python": "/no/venv/bin/python"})
+    assert res["msg"] == "python /no/venv/bin/python is not an executable on this node; nothing was run"
+    res = run_module({**cluster, "mpiexec": "no-such-mpiexec"})
+    assert res["msg"] == "no-such-mpiexec is not on PATH here; set mpiexec to its full path"
+    assert not (tmp_path / "out").exists()
+
+
 def test_directory_without_the_train_package(cluster, tmp_path):
     res = run_module({**cluster, "chdir": str(tmp_path)})
     assert res["failed"] is True
