@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def gpu_problem() -> str | None:
+def gpu_problem(communicator: str) -> str | None:
     try:
         import cupy
     except Exception as e:  # ImportError, or a CUDA library that does not load
@@ -93,6 +93,8 @@ def gpu_problem() -> str | None:
         return f"--gpu: no usable CUDA device ({e})"
     if n < 1:
         return "--gpu: no CUDA device is visible"
+    if communicator == "pure_nccl" and not getattr(cupy.cuda, "nccl_enabled", False):
+        return "communicator 'pure_nccl' needs CuPy built with NCCL (cupy.cuda.nccl_enabled is false)"
     return None
 
 
@@ -125,7 +127,7 @@ def resolve(args: argparse.Namespace) -> str | None:
         except (DataError, OSError) as e:
             return str(e)
     if args.gpu:
-        return gpu_problem()
+        return gpu_problem(args.communicator)
     return None
 
 
