@@ -93,8 +93,13 @@ def gpu_problem(communicator: str) -> str | None:
         return f"--gpu: no usable CUDA device ({e})"
     if n < 1:
         return "--gpu: no CUDA device is visible"
-    if communicator == "pure_nccl" and not getattr(cupy.cuda, "nccl_enabled", False):
-        return "communicator 'pure_nccl' needs CuPy built with NCCL (cupy.cuda.nccl_enabled is false)"
+    if communicator == "pure_nccl":
+        try:
+            from cupy.cuda import nccl
+        except Exception as e:
+            return f"communicator 'pure_nccl' needs NCCL, which CuPy cannot load: {e}"
+        if not getattr(nccl, "available", True):  # CuPy >= 10 sets it when libnccl does not load
+            return "communicator 'pure_nccl' needs NCCL, which CuPy cannot load (nccl.available is false)"
     return None
 
 
