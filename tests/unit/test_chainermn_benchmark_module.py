@@ -126,8 +126,17 @@ def test_missing_python_or_mpiexec_runs_nothing(cluster, tmp_path):
     res = run_module({**cluster, "python": "/no/venv/bin/python"})
     assert res["msg"] == "python /no/venv/bin/python is not an executable on this node; nothing was run"
     res = run_module({**cluster, "mpiexec": "no-such-mpiexec"})
-    assert res["msg"] == "no-such-mpiexec is not on PATH here; set mpiexec to its full path"
+    assert res["msg"] == "no-such-mpiexec is not on PATH here (set mpiexec to its full path); nothing was run"
     assert not (tmp_path / "out").exists()
+
+
+def test_check_mode_only_warns_about_what_earlier_tasks_install(cluster, tmp_path):
+    # In a --check run of the whole playbook the copy and the virtualenv have not happened.
+    res = run_module({**cluster, "chdir": str(tmp_path), "python": "/no/venv/bin/python"}, check=True)
+    assert not res.get("failed"), res
+    assert res["process_counts"] == [1, 2]
+    assert any("holds no train package" in w for w in res["warnings"])
+    assert any("/no/venv/bin/python is not an executable" in w for w in res["warnings"])
 
 
 def test_directory_without_the_train_package(cluster, tmp_path):
