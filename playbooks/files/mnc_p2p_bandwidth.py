@@ -4,12 +4,16 @@ Run with one rank per node:
 
     mpiexec -n <nodes> -hostfile hostfile --map-by ppr:1:node python mnc_p2p_bandwidth.py
 
-For each pair (i, j), i < j, in turn (the other ranks wait at a barrier),
-rank i sends a message of each size to rank j and j sends it back. One-way
-bandwidth = bytes / (round trip / 2), in GB/s (1e9 B/s, as nccl-tests).
-Rank 0 prints one JSON line: {"hosts": [...], "pairs": [{"a", "b", "ranks",
-"results": [{"bytes", "seconds", "gbps"}]}]}. Standard library + mpi4py only;
-buffers are bytearrays, so NumPy is not needed.
+Every pair (i, j) is measured once. The pairs are scheduled as a round-robin
+tournament: n-1 rounds (n rounded up to even), in each of which every node
+is in at most one pair and the pairs of a round run at the same time, so a
+64-node cluster takes 63 short rounds, not 2016 sequential measurements.
+Within a pair, rank i sends a message of each size to rank j and j sends it
+back; one-way bandwidth = bytes / (round trip / 2), in GB/s (1e9 B/s, as
+nccl-tests). Rank 0 prints one JSON line: {"hosts": [...], "rounds": R,
+"pairs": [{"a", "b", "ranks", "round", "results": [{"bytes", "seconds",
+"gbps", "iters"}]}]}. Standard library + mpi4py only; buffers are
+bytearrays, so NumPy is not needed.
 """
 
 import argparse
@@ -27,14 +31,29 @@ def iterations(size, budget_bytes, lo, hi):
     return max(lo, min(hi, budget_bytes // max(size, 1)))
 
 
-def pingpong(comm, me, a, b, size, iters, warmup):
+def schedule(n):
+    """Round-robin (circle method): a list of rounds, each a list of disjoint (a, b) pairs, a < b."""
+    players = list(range(n)) + ([None] if n % 2 else [])
+    m = len(players)
+    rounds = []
+    for _ in range(m - 1):
+        pairs = []
+        for k in range(m // 2):
+            a, b = players[k], players[m - 1 - k]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(sorted(pairs))
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def pingpong(comm, me, peer, first, size, iters, warmup):
     buf = bytearray(size)
-    peer = b if me == a else a
     t0 = 0.0
     for k in range(warmup + iters):
         if k == warmup:
             t0 = MPI.Wtime()
-        if me == a:
+        if first:
             comm.Send([buf, MPI.BYTE], dest=peer, tag=k)
             comm.Recv([buf, MPI.BYTE], source=peer, tag=k)
         else:
@@ -55,27 +74,26 @@ def main(argv=None):
     comm = MPI.COMM_WORLD
     me, n = comm.Get_rank(), comm.Get_size()
     hosts = comm.allgather(socket.gethostname())
-    pairs = []
-    for a in range(n):
-        for b in range(a + 1, n):
-            comm.Barrier()
+    mine = []  # measurements where this rank is the first of its pair
+    rounds = schedule(n)
+    for number, pairs in enumerate(rounds):
+        comm.Barrier()  # the pairs of one round run together, rounds one after another
+        for a, b in pairs:
+            if me not in (a, b):
+                continue
             results = []
             for size in args.sizes:
                 iters = iterations(size, args.budget_mib << 20, args.min_iters, args.max_iters)
-                if me in (a, b):
-                    t = pingpong(comm, me, a, b, size, iters, args.warmup)
-                    if me == a:
-                        results.append({"bytes": size, "seconds": t, "gbps": size / t / 1e9, "iters": iters})
-            if me == a and a != 0:
-                comm.send(results, dest=0, tag=1 << 20)
-            if me == 0 and a != 0:
-                results = comm.recv(source=a, tag=1 << 20)
-            if me == 0:
-                pairs.append({"a": hosts[a], "b": hosts[b], "ranks": [a, b], "results": results})
-    comm.Barrier()
+                t = pingpong(comm, me, b if me == a else a, me == a, size, iters, args.warmup)
+                results.append({"bytes": size, "seconds": t, "gbps": size / t / 1e9, "iters": iters})
+            if me == a:
+                pair = {"a": hosts[a], "b": hosts[b], "ranks": [a, b], "round": number}
+                mine.append({**pair, "results": results})
+    everything = comm.gather(mine, root=0)
     if me == 0:
-        library = MPI.Get_library_version().splitlines()[0]
-        json.dump({"hosts": hosts, "pairs": pairs, "mpi": library}, sys.stdout)
+        pairs = sorted((p for part in everything for p in part), key=lambda p: p["ranks"])
+        library = MPI.Get_library_version().replace("\x00", "").splitlines()[0]
+        json.dump({"hosts": hosts, "rounds": len(rounds), "pairs": pairs, "mpi": library}, sys.stdout)
         sys.stdout.write("\n")
         sys.stdout.flush()
 

@@ -164,6 +164,23 @@ def test_real_pingpong_against_link_speed(p2p_run):
     assert all(r["status"] == v.SKIP and "no mnc_link_gbps" in r["detail"] for r in rows)
 
 
+@pytest.mark.mpi
+@needs_mpiexec
+@pytest.mark.parametrize("n", [4, 5])
+def test_real_pingpong_round_robin_covers_every_pair_once(n):
+    # Disjoint pairs run concurrently: n-1 rounds (n rounded up to even), each pair exactly once.
+    run = mpiexec(n, [sys.executable, str(P2P), "--budget-mib", "1", "--sizes", "4096"])
+    assert run["rc"] == 0, run["stderr"]
+    doc = v.parse_p2p(run["stdout"])
+    assert doc["rounds"] == n - 1 + n % 2
+    assert [p["ranks"] for p in doc["pairs"]] == [[a, b] for a in range(n) for b in range(a + 1, n)]
+    by_round = {}
+    for p in doc["pairs"]:
+        by_round.setdefault(p["round"], []).extend(p["ranks"])
+    assert all(len(r) == len(set(r)) for r in by_round.values()), by_round
+    assert len(v.check_p2p(run, 1, 0.5)) == n * (n - 1) // 2
+
+
 def test_p2p_garbage_output_fails_with_the_text():
     rows = v.check_p2p({"rc": 0, "stdout": "Segmentation fault\n"}, 10, 0.5)
     assert rows[0]["status"] == v.FAIL and "Segmentation fault" in rows[0]["detail"]
