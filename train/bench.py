@@ -226,13 +226,7 @@ class Runner:
         nbytes, reps = self.args.p2p_bytes, self.args.p2p_iters
         if not nbytes or self.size < 2:
             return []
-        pairs = []
-        same = [r for r in range(1, self.size) if self.hosts[r] == self.hosts[0]]
-        other = [r for r in range(1, self.size) if self.hosts[r] != self.hosts[0]]
-        if other:
-            pairs.append(("inter-node", other[0]))
-        if same:
-            pairs.append(("intra-node", same[0]))
+        pairs = p2p_pairs(self.hosts)
         rows = []
         buf = np.zeros(nbytes, dtype=np.uint8)
         for kind, peer in pairs:
@@ -286,6 +280,18 @@ class Runner:
             env["device"] = f"cuda ({name})"
             env["gpus"] = self.devices
         return env
+
+
+def p2p_pairs(hosts: list[str]) -> list[tuple[str, int]]:
+    """(kind, peer of rank 0): the first rank on another node, then the first on rank 0's node."""
+    pairs = []
+    other = [r for r in range(1, len(hosts)) if hosts[r] != hosts[0]]
+    same = [r for r in range(1, len(hosts)) if hosts[r] == hosts[0]]
+    if other:
+        pairs.append(("inter-node", other[0]))
+    if same:
+        pairs.append(("intra-node", same[0]))
+    return pairs
 
 
 def write_json(path: str, doc: dict) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from train import metrics
+from train.bench import p2p_pairs
 
 
 def test_summary_statistics_match_numpy():
@@ -35,3 +36,12 @@ def test_busbw_is_null_for_one_process_or_no_time():
     assert metrics.busbw(100e6, 0.1, 1) is None
     assert metrics.busbw(100e6, 0.0, 4) is None
     assert metrics.algbw(100e6, 0.0) is None
+
+
+def test_p2p_pairs_follow_the_rank_to_node_mapping():
+    # --map-by ppr:2:node over three nodes: ranks 0,1 on a, 2,3 on b, 4,5 on c
+    hosts = ["a", "a", "b", "b", "c", "c"]
+    assert p2p_pairs(hosts) == [("inter-node", 2), ("intra-node", 1)]
+    assert p2p_pairs(["a", "b"]) == [("inter-node", 1)]  # one slot per node
+    assert p2p_pairs(["a", "a"]) == [("intra-node", 1)]
+    assert p2p_pairs(["a"]) == []
