@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-# managed by mncluster (roles/cuda/files/mnc-nvidia-wheel.py)
-"""Lay NVIDIA's CUDA wheels out as a classic CUDA prefix, and make a libcuda stub.
+# managed by mncluster (roles/cuda/files/mnc-cuda-helper.py)
+"""CUDA helpers for the nodes: wheels as a CUDA prefix, a libcuda stub, key fingerprints.
 
-    mnc-nvidia-wheel install --prefix /opt/nvidia/cuda-12.6 --marker M WHEEL
-    mnc-nvidia-wheel libcuda-stub --prefix /opt/nvidia/cuda-12.6
+    mnc-cuda-helper install --prefix /opt/nvidia/cuda-12.6 --marker M WHEEL
+    mnc-cuda-helper libcuda-stub --prefix /opt/nvidia/cuda-12.6
+    mnc-cuda-helper key-fingerprint /usr/share/keyrings/cuda-archive-keyring.gpg
 
 `install` merges every `nvidia/<component>/{include,lib,bin,nvvm,...}` tree
 of the wheel (a zip) into PREFIX (include/, lib/, bin/, nvvm/), keeps the
@@ -19,10 +20,15 @@ It lets software that links the driver API (OpenMPI --with-cuda) build on
 a machine without the driver; at run time the real libcuda.so.1 of the
 driver is loaded. lib/stubs is never put on the loader path.
 
+`key-fingerprint` prints the OpenPGP v4 fingerprint of every primary key
+in a binary keyring (what `gpg --show-keys` would say; gpg is not installed
+on a minimal node).
+
 Standard library only: it runs on the node with the system python3.
 """
 
 import argparse
+import hashlib
 import os
 import re
 import stat
@@ -129,6 +135,43 @@ def libcuda_stub(prefix, cc):
     print(f"{dest}: {len(names)} entry points, soname libcuda.so.1")
 
 
+def _packets(data):
+    """Yield (tag, body) of the OpenPGP packets in a binary keyring (RFC 4880 4.2)."""
+    i = 0
+    while i < len(data):
+        head = data[i]
+        if not head & 0x80:
+            raise ValueError(f"offset {i}: not an OpenPGP packet (armored? expected a binary keyring)")
+        if head & 0x40:  # new format
+            tag = head & 0x3F
+            first = data[i + 1]
+            if first < 192:
+                length, i = first, i + 2
+            elif first < 224:
+                length, i = ((first - 192) << 8) + data[i + 2] + 192, i + 3
+            elif first == 255:
+                length, i = int.from_bytes(data[i + 2:i + 6], "big"), i + 6
+            else:
+                raise ValueError("partial body lengths are not used in keyrings")
+        else:  # old format
+            tag = (head >> 2) & 0x0F
+            size = {0: 1, 1: 2, 2: 4}[head & 0x03]
+            length = int.from_bytes(data[i + 1:i + 1 + size], "big")
+            i += 1 + size
+        yield tag, data[i:i + length]
+        i += length
+
+
+def key_fingerprints(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    fprs = []
+    for tag, body in _packets(data):
+        if tag == 6 and body[:1] == b"\x04":  # public key packet, version 4
+            fprs.append(hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest().upper())
+    return fprs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -139,11 +182,18 @@ def main():
     p_stub = sub.add_parser("libcuda-stub", help="build lib/stubs/libcuda.so from include/cuda.h")
     p_stub.add_argument("--prefix", required=True)
     p_stub.add_argument("--cc", default=os.environ.get("CC", "cc"))
+    p_fpr = sub.add_parser("key-fingerprint", help="print the v4 fingerprints of a binary keyring")
+    p_fpr.add_argument("keyring")
     args = ap.parse_args()
     if args.cmd == "install":
         install(args.prefix, args.marker, args.wheel)
-    else:
+    elif args.cmd == "libcuda-stub":
         libcuda_stub(args.prefix, args.cc)
+    else:
+        try:
+            print("\n".join(key_fingerprints(args.keyring)))
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            sys.exit(f"{args.keyring}: {exc}")
 
 
 if __name__ == "__main__":
