@@ -101,7 +101,7 @@ def _plot_throughput(plt, report, path):
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
     effs = [100 * (r["efficiency"] or 0) for r in runs]
-    ax2.bar([str(p) for p in ps], effs, color="#4C72B0", alpha=0.8)
+    ax2.bar(_labels(runs), effs, color="#4C72B0", alpha=0.8)
     ax2.axhline(100, ls="--", color="grey")
     for i, e in enumerate(effs):
         ax2.text(i, e + 2, f"{e:.0f}%", ha="center", fontsize=9)
@@ -116,6 +116,12 @@ def _plot_throughput(plt, report, path):
     plt.close(fig)
 
 
+def _labels(runs):
+    """x tick labels: the process count, and the node count under it."""
+    return [f"{r['processes']}\n({r['nodes']} node{'s' if r['nodes'] != 1 else ''})" if r.get("nodes")
+            else str(r["processes"]) for r in runs]
+
+
 def _subtitle(report):
     cfg = report["config"]
     return (f"{cfg.get('model')}, batch {cfg.get('batchsize')}/process, {cfg.get('communicator')} "
@@ -124,7 +130,7 @@ def _subtitle(report):
 
 def _plot_phases(plt, report, path):
     runs = report["runs"]
-    labels = [str(r["processes"]) for r in runs]
+    labels = _labels(runs)
     fig, ax = plt.subplots(figsize=(8, 4.8))
     bottom = [0.0] * len(runs)
     for phase in PHASES:
