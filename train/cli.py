@@ -38,8 +38,15 @@ def _bytes(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 4096, 64M, 1G, auto)") from None
 
 
+class Parser(argparse.ArgumentParser):
+    """Errors on one line tagged with the rank: mpiexec interleaves every rank's stderr."""
+
+    def error(self, message: str):
+        self.exit(2, f"[rank {_rank()}] {self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m train",
         description="ChainerMN data-parallel training benchmark (run under mpiexec).",
     )

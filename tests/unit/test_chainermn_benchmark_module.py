@@ -163,6 +163,18 @@ def test_sweep_returns_documents_and_efficiency(cluster, tmp_path):
 
 
 @pytest.mark.mpi
+def test_missing_data_path_fails_every_rank_before_training(cluster):
+    res = run_module({**cluster, "data": "/no/such/mnist.npz", "process_counts": [2]})
+    assert res["failed"] is True
+    assert res["failed_rank"] in (0, 1)
+    assert (
+        f"[rank {res['failed_rank']}] python -m train: error: data path /no/such/mnist.npz does not exist"
+        in (res["msg"])
+    )
+    assert "MNCBENCH_JSON" not in res["stdout"]
+
+
+@pytest.mark.mpi
 def test_a_crashing_rank_fails_with_its_stderr(cluster, tmp_path):
     # An IDX file whose header passes the pre-MPI check but whose payload is cut short.
     header = bytes([0, 0, 8, 3]) + (50).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2
