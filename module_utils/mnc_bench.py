@@ -141,7 +141,8 @@ def parse_document(stdout):
 _RANK_PATTERNS = (
     re.compile(r"^\[rank (\d+)\]"),
     re.compile(r"process rank (\d+) with PID"),
-    re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"),
+    re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"),  # OpenMPI 4
+    re.compile(r"Process name:\s*\[\S*@\d+,(\d+)\]"),  # OpenMPI 5 (PRRTE)
     re.compile(r"^\[\d+,(\d+)\]<stderr>"),
 )
 

@@ -154,6 +154,8 @@ def test_failing_rank_and_its_stderr():
     assert mnc_bench.failing_rank(OPENMPI_SIGNAL) == 3
     assert "exited on signal 9" in mnc_bench.stderr_tail(OPENMPI_SIGNAL, 3)
     assert mnc_bench.failing_rank("ssh: connect to host node2: No route\n") is None
+    ompi5 = "  Process name: [prterun-mnc-node1-4242@1,5]\n  Exit code:    1\n"
+    assert mnc_bench.failing_rank(ompi5) == 5
 
 
 def make_doc(p, samples_per_s, allreduce_s, L=4_000_000):
