@@ -25,6 +25,7 @@ options:
     description: Directory that holds the C(train) package; C(python -m train) runs here on every node.
     type: path
     required: true
+    aliases: [train_dir]
   python:
     description: Python interpreter on the nodes that has Chainer, ChainerMN and mpi4py.
     type: str
@@ -269,7 +270,7 @@ def _fail_run(module, n, argv, rc, out, err, timed_out):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            chdir=dict(type="path", required=True),
+            chdir=dict(type="path", required=True, aliases=["train_dir"]),
             python=dict(type="str", default="python3"),
             mpiexec=dict(type="str", default="mpiexec"),
             hostfile=dict(type="path"),
