@@ -60,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", "-i", type=int, default=50,
                    help="timed iterations in each pass, instrumented and plain (default: 50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed iterations first (default: 5)")
-    p.add_argument("--rounds", type=int, default=5,
-                   help="alternate plain and instrumented chunks this many times (default: 5)")
+    p.add_argument("--rounds", type=int,
+                   help="alternate plain and instrumented chunks this many times "
+                   "(default: chunks of 5 iterations, so a burst of load hits both alike)")
     p.add_argument("--data", default="synthetic",
                    help="'synthetic', or an MNIST IDX file/directory, an .npz, or a 'path label' list file")
     p.add_argument("--root", help="directory the list file's image paths are relative to "
@@ -118,6 +119,8 @@ def resolve(args: argparse.Namespace) -> str | None:
         args.batchsize = DEFAULT_BATCHSIZE[args.model]
     if args.classes is None:
         args.classes = 10 if args.model == "mlp" else 1000
+    if args.rounds is None:
+        args.rounds = max(1, args.iterations // 5)
     positive = ("batchsize", "unit", "iterations", "insize", "classes", "rounds", "sweep_iters", "p2p_iters")
     for name in positive:
         if getattr(args, name) < 1:
