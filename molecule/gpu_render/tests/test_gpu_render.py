@@ -1,0 +1,100 @@
+"""What the nvidia_repo method writes for each supported distribution (rendered, not installed)."""
+
+import json
+import os
+
+import pytest
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+    os.environ["MOLECULE_INVENTORY_FILE"]
+).get_hosts("all")
+
+DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
+KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos"
+
+
+def _file(host, distro, path):
+    f = host.file(f"/srv/mnc-render/{distro}{path}")
+    assert f.is_file, f.path
+    return f.content_string
+
+
+def _pins(text):
+    """apt preferences stanzas -> {package: (version, priority)}."""
+    pins = {}
+    for stanza in text.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in stanza.splitlines() if line and not line.startswith("#")
+        )
+        if fields:
+            pins[fields["Package"]] = (fields["Pin"], fields["Pin-Priority"])
+    return pins
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_repository_source_uses_the_keyring(host, distro):
+    text = _file(host, distro, f"/etc/apt/sources.list.d/cuda-{distro}-x86_64.list")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines == [f"deb [signed-by={KEYRING}] {NVIDIA}/{distro}/x86_64/ /"]
+    assert text.startswith("# managed by mncluster")
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_keyring_package_and_fingerprint(host, distro):
+    record = json.loads(_file(host, distro, "/etc/apt/mncluster-cuda-keyring.json"))
+    assert record["url"] == f"{NVIDIA}/{distro}/x86_64/cuda-keyring_1.1-1_all.deb"
+    assert record["keyring"] == KEYRING
+    assert record["fingerprint"] == "EB693B3035CD5710E231E123A4B469963BF863CC"
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_exact_version_pins(host, distro):
+    pins = {}
+    for name in ("cuda", "cudnn", "nccl", "nvidia-driver"):
+        pins.update(_pins(_file(host, distro, f"/etc/apt/preferences.d/mncluster-{name}")))
+    assert pins == {
+        "cuda-toolkit-12-6": ("version 12.6.3-1", "1001"),
+        "libcudnn9-cuda-12": ("version 9.5.1.17-1", "1001"),
+        "libcudnn9-dev-cuda-12": ("version 9.5.1.17-1", "1001"),
+        "libnccl2": ("version 2.23.4-1+cuda12.6", "1001"),
+        "libnccl-dev": ("version 2.23.4-1+cuda12.6", "1001"),
+        "cuda-drivers-560": ("version 560.35.05*", "1001"),
+        "/^(cuda-drivers|nvidia-|libnvidia-|libxnvctrl|xserver-xorg-video-nvidia|firmware-nvidia)/": (
+            "version 560.35.05*",
+            "1001",
+        ),
+    }
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_apt_accepts_the_pins(host, distro):
+    # apt itself parses the rendered preferences: a malformed stanza is an error.
+    cmd = host.run(
+        f"apt-cache -o Dir::Etc::PreferencesParts=/srv/mnc-render/{distro}/etc/apt/preferences.d policy"
+    )
+    assert cmd.rc == 0, cmd.stderr
+    assert "E:" not in cmd.stderr and "W:" not in cmd.stderr, cmd.stderr
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_holds_listed(host, distro):
+    holds = _file(host, distro, "/etc/apt/mncluster-holds").split()
+    assert sorted(holds) == sorted(
+        [
+            "cuda-toolkit-12-6",
+            "libcudnn9-cuda-12",
+            "libcudnn9-dev-cuda-12",
+            "libnccl2",
+            "libnccl-dev",
+            "cuda-drivers-560",
+        ]
+    )
+
+
+def test_nothing_was_installed(host):
+    # Rendering and the refused bad inputs leave the node's own apt state alone.
+    assert not host.file(KEYRING).exists
+    assert host.run("ls /etc/apt/preferences.d/mncluster-* /etc/apt/sources.list.d/cuda-*").rc != 0
+    assert host.check_output("dpkg --get-selections | awk '$2 == \"hold\"' | wc -l") == "0"
