@@ -111,8 +111,15 @@ def main():
         module.fail_json(msg=f"nodes[{bad[0]}] has no 'name'", nodes=p["nodes"])
     if not 0 < p["p2p_min_fraction"] <= 10:
         module.fail_json(msg=f"p2p_min_fraction must be in (0, 10], got {p['p2p_min_fraction']}")
-    result = evaluate(p["nodes"], p["hostfile"], p["ranks"], p["p2p"], p["link_gbps"],
-                      p["p2p_min_fraction"], p["require_cuda"])
+    result = evaluate(
+        p["nodes"],
+        p["hostfile"],
+        p["ranks"],
+        p["p2p"],
+        p["link_gbps"],
+        p["p2p_min_fraction"],
+        p["require_cuda"],
+    )
     module.exit_json(changed=False, **result)
 
 

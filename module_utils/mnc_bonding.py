@@ -34,8 +34,13 @@ def parse_bonding(text: str) -> dict:
         key, sep, value = line.partition(":")
         key, value = key.strip(), value.strip()
         if key == "Slave Interface":
-            slave = {"name": value, "mii_status": None, "speed_mbps": None, "aggregator_id": None,
-                     "partner_mac": None}
+            slave = {
+                "name": value,
+                "mii_status": None,
+                "speed_mbps": None,
+                "aggregator_id": None,
+                "partner_mac": None,
+            }
             bond["slaves"].append(slave)
             section = "slave"
             continue

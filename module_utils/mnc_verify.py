@@ -35,6 +35,7 @@ def row(check, subject, status, detail):
 
 # --- hostfile ----------------------------------------------------------------------------------
 
+
 def parse_hostfile(text: str) -> list[dict]:
     """``<address> slots=<n>`` lines (comments and blank lines ignored), in file order."""
     entries = []
@@ -78,6 +79,7 @@ def check_hostfile(entries: list[dict], nodes: list[dict]) -> list[dict]:
 
 # --- ranks -------------------------------------------------------------------------------------
 
+
 def parse_rank_lines(text: str) -> list[tuple[str, int]]:
     """``<hostname> <rank>`` lines printed by every rank; anything else is ignored."""
     out = []
@@ -115,10 +117,10 @@ def check_ranks(run: dict | None, expected: list[dict]) -> list[dict]:
     lines = parse_rank_lines(run.get("stdout", ""))
     problems = []
     if run.get("rc") not in (0, None):
-        tail = (run.get("stderr") or run.get("stdout") or "").strip().splitlines()[-3:]
+        gist = _gist(run)
         timed_out = run.get("rc") in (124, 137)
-        problems.append(("timed out" if timed_out else f"mpiexec exited {run.get('rc')}") +
-                        (": " + " | ".join(tail) if tail else ""))
+        what = "timed out" if timed_out else f"mpiexec exited {run.get('rc')}"
+        problems.append(what + (f": {gist}" if gist else ""))
     ranks = [r for _, r in lines]
     missing = sorted(set(range(total)) - set(ranks))
     dups = sorted({r for r in ranks if ranks.count(r) > 1})
@@ -148,6 +150,7 @@ def check_ranks(run: dict | None, expected: list[dict]) -> list[dict]:
 
 # --- OpenMPI CUDA support ----------------------------------------------------------------------
 
+
 def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
     """``opal_built_with_cuda_support`` on every node (openmpi_facts' cuda_support.built_with)."""
     rows = []
@@ -174,6 +177,7 @@ def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
 
 # --- point-to-point bandwidth ------------------------------------------------------------------
 
+
 def parse_p2p(stdout: str) -> dict:
     """The JSON document mnc_p2p_bandwidth.py prints on rank 0 (last line that parses)."""
     for line in reversed((stdout or "").strip().splitlines()):
@@ -193,9 +197,9 @@ def check_p2p(run: dict | None, link_gbps: float | None, min_fraction: float) ->
     if run.get("skipped_reason"):
         return [row(check, "all pairs", FAIL, f"not run: {run['skipped_reason']}")]
     if run.get("rc") not in (0, None):
-        tail = (run.get("stderr") or run.get("stdout") or "").strip().splitlines()[-3:]
+        gist = _gist(run)
         what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
-        return [row(check, "all pairs", FAIL, what + (": " + " | ".join(tail) if tail else ""))]
+        return [row(check, "all pairs", FAIL, what + (f": {gist}" if gist else ""))]
     try:
         doc = parse_p2p(run.get("stdout", ""))
     except ValueError as exc:
@@ -214,8 +218,10 @@ def check_p2p(run: dict | None, link_gbps: float | None, min_fraction: float) ->
             continue
         best = max(results, key=lambda r: r["gbps"])
         small = min(results, key=lambda r: r["bytes"])
-        detail = (f"peak {best['gbps']:.2f} GB/s at {_size(best['bytes'])}; "
-                  f"{small['gbps']:.3f} GB/s at {_size(small['bytes'])}")
+        detail = (
+            f"peak {best['gbps']:.2f} GB/s at {_size(best['bytes'])}; "
+            f"{small['gbps']:.3f} GB/s at {_size(small['bytes'])}"
+        )
         if link_gBps is None:
             rows.append(row(check, subject, SKIP, detail + "; no mnc_link_gbps to compare with"))
             continue
@@ -237,6 +243,7 @@ def _size(n: int) -> str:
 
 
 # --- versions ----------------------------------------------------------------------------------
+
 
 def check_versions(nodes: list[dict]) -> list[dict]:
     """The same Python, Chainer, NumPy, CuPy, mpi4py and MPI on every node that answered."""
@@ -280,9 +287,25 @@ def check_versions(nodes: list[dict]) -> list[dict]:
         rows.append(row(check, "cluster", FAIL, "; ".join(differing) + unchecked))
     else:
         broken = f"; import errors on {', '.join(sorted({r['subject'] for r in rows}))}" if rows else ""
-        rows.append(row(check, "cluster", PASS if not rows else FAIL,
-                        f"same on {len(seen)} node(s): " + ", ".join(agreed) + broken + unchecked))
+        rows.append(
+            row(
+                check,
+                "cluster",
+                PASS if not rows else FAIL,
+                f"same on {len(seen)} node(s): " + ", ".join(agreed) + broken + unchecked,
+            )
+        )
     return rows
+
+
+def _gist(run: dict, width: int = 300) -> str:
+    """What a failed run said: its meaningful lines (no blank or ----- box lines), joined, clipped."""
+    text = run.get("stderr") or run.get("stdout") or ""
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and set(line) != {"-"}]
+    # "[node:pid] ..." lines are launcher warnings; the explanation is OpenMPI's message box.
+    plain = [line for line in lines if not re.match(r"\[[^\]]+:\d+\] ", line)]
+    return _clip(" ".join(plain or lines), width) if lines else ""
 
 
 def _clip(text: str, width: int = 160) -> str:
@@ -298,6 +321,7 @@ def _short(value: str) -> str:
 
 
 # --- the whole table ---------------------------------------------------------------------------
+
 
 def check_reachable(nodes: list[dict]) -> list[dict]:
     return [
@@ -317,8 +341,11 @@ def evaluate(nodes, hostfile_text, ranks_run, p2p_run, link_gbps, p2p_min_fracti
         for e in entries
     ]
     rows = check_reachable(nodes)
-    rows += check_hostfile(entries, nodes) if hostfile_text is not None else [
-        row("hostfile", "cluster", FAIL, "not read (no node answered)")]
+    rows += (
+        check_hostfile(entries, nodes)
+        if hostfile_text is not None
+        else [row("hostfile", "cluster", FAIL, "not read (no node answered)")]
+    )
     rows += check_ranks(ranks_run, expected)
     rows += check_cuda(nodes, require_cuda)
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction)
@@ -341,8 +368,10 @@ def render_table(rows: list[dict], detail_width: int = 110) -> str:
     w1 = max([len(heads[1])] + [len(r["subject"]) for r in rows])
     w2 = len(heads[2])
     indent = " " * (w0 + w1 + w2 + 6)
-    lines = [f"{heads[0]:<{w0}}  {heads[1]:<{w1}}  {heads[2]:<{w2}}  {heads[3]}",
-             f"{'-' * w0}  {'-' * w1}  {'-' * w2}  {'-' * 6}"]
+    lines = [
+        f"{heads[0]:<{w0}}  {heads[1]:<{w1}}  {heads[2]:<{w2}}  {heads[3]}",
+        f"{'-' * w0}  {'-' * w1}  {'-' * w2}  {'-' * 6}",
+    ]
     for r in rows:
         chunks = _wrap(r["detail"], detail_width)
         lines.append(f"{r['check']:<{w0}}  {r['subject']:<{w1}}  {r['status']:<{w2}}  {chunks[0]}")
