@@ -1,0 +1,147 @@
+"""State the `pyenv` and `chainer` roles leave on a node, checked from outside with testinfra.
+
+The same checks for both Python providers: the pyenv path (MNC_PYENV_MIRROR
+set: CPython built by pyenv from the local mirror) and the documented
+fallback (Debian's python3.11 + venv), which this module names in its
+output when it is the one under test.
+"""
+
+import json
+import os
+import shlex
+
+import pytest
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = [
+    f"podman://{name}"
+    for name in testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts(
+        "all"
+    )
+]
+
+USER = "mpiuser"
+HOME = f"/home/{USER}"
+PYENV = bool(os.environ.get("MNC_PYENV_MIRROR"))
+PROVIDER = "pyenv" if PYENV else "system"
+FACT = "/etc/ansible/facts.d/mncluster_python.fact"
+
+
+def test_python_provider_under_test():
+    # Said plainly in the test report: which path these checks cover.
+    print(
+        "testing the pyenv path (MNC_PYENV_MIRROR)"
+        if PYENV
+        else "FALLBACK under test: pyenv sources are not reachable here (MNC_PYENV_MIRROR unset); "
+        "checking mnc_python_provider=system (Debian's python3.11 + venv)"
+    )
+
+
+@pytest.fixture(scope="module")
+def facts(host):
+    return json.loads(host.file(FACT).content_string)
+
+
+@pytest.fixture(scope="module")
+def ssh(host):
+    """The MPI user can ssh to this node with a key, as mpiexec does between nodes."""
+    script = (
+        f"test -f {HOME}/.ssh/id_ed25519 || ssh-keygen -q -t ed25519 -N '' -f {HOME}/.ssh/id_ed25519; "
+        f"grep -qf {HOME}/.ssh/id_ed25519.pub {HOME}/.ssh/authorized_keys 2>/dev/null "
+        f"|| cat {HOME}/.ssh/id_ed25519.pub >> {HOME}/.ssh/authorized_keys; "
+        f"chmod 600 {HOME}/.ssh/authorized_keys; "
+        f"ssh-keyscan -t ed25519 localhost > {HOME}/.ssh/known_hosts 2>/dev/null"
+    )
+    assert host.run("systemctl start ssh").rc == 0
+    host.run(f"install -d -m 700 -o {USER} -g {USER} {HOME}/.ssh")
+    res = host.run(f"runuser -u {USER} -- bash -c {shlex.quote(script)}")
+    assert res.rc == 0, res.stderr
+
+    def run(command):
+        # BatchMode: no prompt can hang the test; sshd runs `command` in a
+        # non-interactive bash, which reads ~/.bashrc only (up to its guard).
+        return host.run(f"runuser -u {USER} -- ssh -o BatchMode=yes localhost {shlex.quote(command)}")
+
+    return run
+
+
+def test_version_fact_recorded(facts):
+    assert facts["provider"] == PROVIDER
+    assert facts["numpy"] == "1.26.4"
+    assert facts["chainer"] == "7.8.1"
+    assert facts["mpi4py"] == "4.1.1"
+    assert facts["python_version"].startswith("3.11.")
+    assert facts["cupy"] is None  # CPU mode: CuPy is not installed
+    assert facts["mpi_library_version"].startswith("Open MPI v")
+
+
+def test_bashrc_block_is_above_the_interactive_guard(host):
+    bashrc = host.file(f"{HOME}/.bashrc").content_string
+    block = bashrc.index("# BEGIN mncluster python")
+    guard = bashrc.index("If not running interactively")
+    assert block < guard
+
+
+def test_noninteractive_ssh_shell_finds_the_virtualenv(host, ssh, facts):
+    res = ssh("which python; python -c 'import sys; print(sys.version.split()[0])'")
+    assert res.rc == 0, res.stderr
+    which, version = res.stdout.split()
+    if PYENV:
+        # pyenv's shim, resolved by `pyenv global` to the virtualenv
+        assert which == f"{HOME}/.pyenv/shims/python"
+        assert facts["python"] == f"{HOME}/.pyenv/versions/{version}/envs/mncluster/bin/python"
+    else:
+        assert which == f"{HOME}/.venvs/mncluster/bin/python"
+    assert version == facts["python_version"]
+
+
+def test_stack_imports_in_a_noninteractive_ssh_shell(ssh):
+    res = ssh(
+        "python -c 'import chainer, chainermn, mpi4py, numpy; "
+        'print(chainer.__version__, mpi4py.__version__, numpy.__version__)\''
+    )
+    assert res.rc == 0, res.stderr
+    assert res.stdout.split() == ["7.8.1", "4.1.1", "1.26.4"]
+
+
+def test_pyenv_built_this_python(host, facts):
+    if not PYENV:
+        pytest.skip("fallback under test: the Python is Debian's python3.11, not built by pyenv")
+    version = facts["python_version"]
+    assert host.file(f"{HOME}/.pyenv/version").content_string.strip() == "mncluster"
+    python = f"{HOME}/.pyenv/versions/{version}/bin/python"
+    built = host.run(f"runuser -u {USER} -- {python} -c 'import sys; print(sys.prefix)'")
+    assert built.stdout.strip() == f"{HOME}/.pyenv/versions/{version}"
+    # python-build used the staged tarball: nothing was downloaded.
+    assert host.file(f"{HOME}/.pyenv/cache/Python-{version}.tar.gz").exists
+
+
+def test_mpi4py_uses_our_openmpi(host, ssh, facts):
+    prefix = facts["openmpi_prefix"]
+    assert host.file(f"{prefix}/bin/mpicc").exists
+    res = ssh(
+        "python -c 'import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; "
+        "print(MPI.__file__); print(MPI.Get_library_version())'"
+    )
+    assert res.rc == 0, res.stderr
+    extension, library = res.stdout.split("\n", 1)
+    # Linked by our mpicc wrapper: its RUNPATH points into our prefix.
+    assert f"{prefix}/lib" in host.check_output(f"readelf -d {extension} | grep -E 'RUNPATH|RPATH'")
+    version = os.path.basename(prefix).split("-")[0]
+    assert library.startswith(f"Open MPI v{version}"), library
+    ldd = host.check_output(f"ldd {extension}")
+    libmpi = [line.split("=>")[1].split()[0] for line in ldd.splitlines() if "libmpi.so" in line]
+    assert libmpi and host.file(libmpi[0]).linked_to.startswith(prefix + "/"), ldd
+    # No distribution MPI is installed that mpi4py could have picked up.
+    assert host.run("dpkg -l 'libopenmpi*' 'libmpich*' 2>/dev/null | grep -q '^ii'").rc != 0
+
+
+def test_chainermn_allreduce_on_two_ranks(ssh):
+    smoke = "/opt/mncluster/python/chainermn_smoke.py"
+    res = ssh(f"mpiexec -n 2 --oversubscribe python {smoke} --communicator naive")
+    assert res.rc == 0, res.stdout + res.stderr
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    assert result["size"] == 2
+    assert result["allreduce_sum"] == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0, 18.0, 21.0]
+    assert result["mean_grad"] and all(m == 1.5 for m in result["mean_grad"])
+    assert result["ok"] is True
