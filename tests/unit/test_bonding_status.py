@@ -9,7 +9,6 @@ The module itself is also run by real Ansible against such a file.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
 
+from ansible_env import repo_ansible_env
 from mnc_bonding import bond_problems, parse_bonding
 
 SLAVE = """\
@@ -135,15 +135,7 @@ def test_link_down_and_missing_nic_and_wrong_mode():
 
 
 def run_module(args: dict) -> dict:
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_LIBRARY=str(ROOT / "library"),
-        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="json",
-        ANSIBLE_CALLBACKS_ENABLED="",
-    )
+    env = repo_ansible_env()
     argv = [
         str(Path(sys.executable).with_name("ansible")),
         "localhost",

@@ -7,7 +7,6 @@ controller's venv Python, and ``--oversubscribe`` (two cores, run as root).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible_env import repo_ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = Path(sys.executable).with_name("ansible")
@@ -23,14 +23,7 @@ ANSIBLE = Path(sys.executable).with_name("ansible")
 def run_module(
     args: dict, check: bool = False, module: str = "chainermn_benchmark", timeout: int = 300
 ) -> dict:
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_LIBRARY=str(ROOT / "library"),
-        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="json",
-        ANSIBLE_CALLBACKS_ENABLED="",
+    env = repo_ansible_env(
         OMPI_ALLOW_RUN_AS_ROOT="1",
         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
         PYTHONDONTWRITEBYTECODE="1",

@@ -7,28 +7,20 @@ where it is missing. Error paths use real programs that fail.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ansible_env import repo_ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = Path(sys.executable).with_name("ansible")
 
 
 def run_module(args: str, check: bool = False) -> dict:
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_LIBRARY=str(ROOT / "library"),
-        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="json",
-        ANSIBLE_CALLBACKS_ENABLED="",
-    )
+    env = repo_ansible_env()
     argv = [str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local", "-m", "openmpi_facts", "-a", args]
     # The controller's own interpreter: discovery may find a broken shim first.
     argv += ["-e", f"ansible_python_interpreter={sys.executable}"]

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from ansible_env import repo_ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_module(args: dict) -> dict:
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_LIBRARY=str(ROOT / "library"),
-        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="json",
-        ANSIBLE_CALLBACKS_ENABLED="",
-    )
+    env = repo_ansible_env()
     argv = [
         str(Path(sys.executable).with_name("ansible")),
         "localhost",

@@ -1,0 +1,20 @@
+"""The environment the module tests run `ansible localhost -m <module>` in."""
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def repo_ansible_env(**extra: str) -> dict:
+    """This repository's ansible.cfg, modules and module_utils, results as JSON on stdout."""
+    return dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_LIBRARY=str(ROOT / "library"),
+        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="json",
+        ANSIBLE_CALLBACKS_ENABLED="",
+        **extra,
+    )
