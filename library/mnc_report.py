@@ -41,6 +41,12 @@ options:
     description: Point C(<dest>/latest) at this report.
     type: bool
     default: true
+  cluster_state:
+    description:
+      - Fingerprint of what was measured (nodes' stack records, hostfile, benchmark program and
+        settings), kept in the report's C(meta.cluster_state). C(site.yml) skips the benchmark
+        when C(<dest>/latest) already holds a report for the same state.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -215,6 +221,7 @@ def main():
             launcher=dict(type="str"),
             plots=dict(type="bool", default=True),
             latest_link=dict(type="bool", default=True),
+            cluster_state=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -224,7 +231,10 @@ def main():
     if "/" in p["timestamp"] or p["timestamp"] in ("", ".", "..", "latest"):
         module.fail_json(msg=f"timestamp {p['timestamp']!r} cannot name a report directory")
     try:
-        report = build_report(p["documents"], {"timestamp": p["timestamp"], "launcher": p["launcher"]})
+        meta = {"timestamp": p["timestamp"], "launcher": p["launcher"]}
+        if p["cluster_state"]:
+            meta["cluster_state"] = p["cluster_state"]
+        report = build_report(p["documents"], meta)
     except (KeyError, TypeError, ValueError) as e:
         module.fail_json(msg=f"the documents are not benchmark documents: {e!r}")
 

@@ -155,22 +155,27 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
         ANSIBLE_CALLBACKS_ENABLED="",
         ANSIBLE_NOCOLOR="1",
     )
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            str(tmp_path / "hosts.yml"),
-            "playbooks/benchmark.yml",
-            "-e",
-            json.dumps(extra),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+    def playbook(**more):
+        proc = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("ansible-playbook")),
+                "-i",
+                str(tmp_path / "hosts.yml"),
+                "playbooks/benchmark.yml",
+                "-e",
+                json.dumps({**extra, **more}),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        return proc
+
+    proc = playbook()
     # progress: one line per process count
     assert "(item=p=1)" in proc.stdout and "(item=p=2)" in proc.stdout
     # the train package reached the node, sources only
@@ -184,3 +189,13 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
     assert report["meta"]["launcher"] == "localhost"
     for png in ("throughput.png", "phases.png", "bandwidth.png"):
         png_size(latest / png)
+    first = os.readlink(latest)
+
+    # As site.yml runs it: the same cluster and settings are not measured again...
+    again = playbook(benchmark_only_when_changed=True)
+    assert "not measuring again" in again.stdout and "(item=p=1)" not in again.stdout
+    assert os.readlink(latest) == first
+    # ...but other settings are.
+    changed = playbook(benchmark_only_when_changed=True, benchmark_iterations=6)
+    assert "(item=p=1)" in changed.stdout and "not measuring again" not in changed.stdout
+    assert json.loads((latest / "report.json").read_text())["meta"]["cluster_state"] != report["meta"]["cluster_state"]
