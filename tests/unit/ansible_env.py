@@ -7,10 +7,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def repo_ansible_env(**extra: str) -> dict:
-    """This repository's ansible.cfg, modules and module_utils, results as JSON on stdout."""
+    """This repository's ansible.cfg, roles, modules and module_utils, results as JSON on stdout."""
     return dict(
         os.environ,
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
         ANSIBLE_LIBRARY=str(ROOT / "library"),
         ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from ansible_env import repo_ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
@@ -82,18 +82,7 @@ def converge(tmp_path: Path, url: str, sha: str = SHA, **extra) -> dict:
     )
     play = tmp_path / "play.yml"
     play.write_text(PLAY.format(artifact=artifact, dest=tmp_path / "node"))
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_LIBRARY=str(ROOT / "library"),
-        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="json",
-        ANSIBLE_CALLBACKS_ENABLED="",
-        MNC_ARTIFACT_CACHE=str(tmp_path / "cache"),
-        no_proxy="127.0.0.1",
-    )
+    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"), no_proxy="127.0.0.1")
     (tmp_path / "hosts").write_text("")  # implicit localhost: the controller's own python
     argv = [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts"), str(play)]
     for key, value in extra.items():

@@ -7,13 +7,13 @@ build through the same tasks is proven by `molecule test -s openmpi`.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from ansible_env import repo_ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
@@ -80,15 +80,7 @@ def bed(tmp_path):
     cache = tmp_path / "cache"
 
     def run(flag: str):
-        env = dict(
-            os.environ,
-            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-            ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-            ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-            ANSIBLE_STDOUT_CALLBACK="json",
-            ANSIBLE_CALLBACKS_ENABLED="",
-            MNC_ARTIFACT_CACHE=str(cache),
-        )
+        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache))
         argv = [
             str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
             "-e", f"flag={flag}", "-e", f"ansible_python_interpreter={sys.executable}",
