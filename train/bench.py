@@ -256,6 +256,9 @@ class Runner:
         counts: dict[str, int] = {}
         for h in self.hosts:
             counts[h] = counts.get(h, 0) + 1
+        # Open MPI's string ends in a NUL, which is not whitespace.
+        mpi_library = MPI.Get_library_version().replace("\x00", "").strip()
+        mpi_library = mpi_library.splitlines()[0].strip().rstrip(",")
         env = {
             "python": platform.python_version(),
             "platform": platform.platform(),
@@ -263,7 +266,7 @@ class Runner:
             "numpy": np.__version__,
             "cupy": None,
             "mpi4py": mpi4py.__version__,
-            "mpi_library": MPI.Get_library_version().strip().splitlines()[0].strip().rstrip(","),
+            "mpi_library": mpi_library,
             "mpi_standard": "{}.{}".format(*MPI.Get_version()),
             "communicator_class": type(self.comm).__name__,
             "hosts": self.hosts,
