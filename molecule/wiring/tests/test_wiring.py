@@ -21,6 +21,10 @@ INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY_FILE).get_hosts("mnc_nodes")
 
 ROOT = Path(__file__).resolve().parents[3]
+# The environment the repository's own tests run ansible-playbook in.
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import repo_ansible_env
+
 SCENARIO = Path(__file__).resolve().parents[1]
 NODES = {"mnc-wiring-1": "10.89.78.11", "mnc-wiring-2": "10.89.78.12", "mnc-wiring-3": "10.89.78.13"}
 SLOTS = {"mnc-wiring-1": 2, "mnc-wiring-2": 3, "mnc-wiring-3": 2}
@@ -29,19 +33,7 @@ USER = "mpiuser"
 
 def playbook(path, *extra, timeout=600, json_out=False):
     """Run a real playbook against this scenario's containers."""
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_LIBRARY=str(ROOT / "library"),
-        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-    )
-    if json_out:
-        env.update(
-            ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CALLBACKS_ENABLED="", ANSIBLE_LOAD_CALLBACK_PLUGINS="1"
-        )
+    env = repo_ansible_env(json_output=json_out, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     argv = [
         str(Path(sys.executable).with_name("ansible-playbook")),
         "-i",
