@@ -6,6 +6,8 @@ VENV := .venv
 ACT := source $(VENV)/bin/activate &&
 SCENARIO ?= default
 NODES ?= 3
+# CPUs per sandbox node (podman --cpus), e.g. NODE_CPUS=0.5; empty: no cap.
+NODE_CPUS ?=
 
 .PHONY: help venv lint unit molecule test demo sandbox sandbox-destroy clean
 help:
@@ -32,7 +34,7 @@ demo: venv
 	@$(ACT) bash scripts/demo.sh $(NODES)
 
 sandbox: venv
-	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_nodes=$(NODES)
+	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_nodes=$(NODES) -e sandbox_node_cpus=$(NODE_CPUS)
 
 sandbox-destroy: venv
 	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_state=absent

@@ -1,0 +1,98 @@
+"""roles/artifacts/tasks/sync_files.yml run by real ansible-playbook, localhost as the node:
+a re-run copies nothing, and exactly the files that are missing, changed or have another
+mode are copied again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_env import repo_ansible_env
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
+
+PLAY = """\
+---
+- name: Sync a file set
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Sync
+      ansible.builtin.include_role:
+        name: artifacts
+        tasks_from: sync_files
+      vars:
+        sync_src_dir: "{src}"
+        sync_files: {files}
+        sync_dest: "{dest}"
+        sync_mode: "0640"
+        sync_owner: "{owner}"
+
+    - name: Report
+      ansible.builtin.debug:
+        var: sync_copied
+"""
+
+FILES = ["bench.py", "report.py", "with space.py"]
+
+
+@pytest.fixture
+def bed(tmp_path):
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    for name in FILES:
+        (src / name).write_text(f"# {name}\n")
+    owner = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY.format(src=src, dest=dest, files=json.dumps(FILES), owner=owner))
+
+    def run() -> dict:
+        argv = [
+            str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
+            "-e", f"ansible_python_interpreter={sys.executable}",
+        ]  # fmt: skip
+        proc = subprocess.run(
+            argv, cwd=ROOT, env=repo_ansible_env(), capture_output=True, text=True, timeout=300
+        )
+        doc = json.loads(proc.stdout)
+        tasks = doc["plays"][0]["tasks"]
+        copied = next(t["hosts"]["localhost"]["sync_copied"] for t in tasks if t["task"]["name"] == "Report")
+        return {"stats": doc["stats"]["localhost"], "copied": copied}
+
+    return {"run": run, "src": src, "dest": dest}
+
+
+def test_first_run_copies_all_second_run_nothing(bed):
+    dest = bed["dest"]
+    dest.mkdir()
+    first = bed["run"]()
+    assert first["copied"] == sorted(FILES)
+    assert first["stats"]["failures"] == 0
+    for name in FILES:
+        assert (dest / name).read_text() == f"# {name}\n"
+        assert oct((dest / name).stat().st_mode & 0o777) == "0o640"
+    second = bed["run"]()
+    assert second["copied"] == []
+    assert second["stats"]["changed"] == 0
+
+
+def test_only_missing_changed_or_wrong_mode_files_are_copied(bed):
+    dest = bed["dest"]
+    dest.mkdir()
+    bed["run"]()
+    (dest / "bench.py").unlink()
+    (bed["src"] / "report.py").write_text("# a new report\n")
+    os.chmod(dest / "with space.py", 0o600)
+    res = bed["run"]()
+    assert res["copied"] == ["bench.py", "report.py", "with space.py"]
+    assert (dest / "report.py").read_text() == "# a new report\n"
+    assert oct((dest / "with space.py").stat().st_mode & 0o777) == "0o640"
+    (dest / "report.py").write_text("edited on the node\n")
+    res = bed["run"]()
+    assert res["copied"] == ["report.py"]
+    assert (dest / "report.py").read_text() == "# a new report\n"
