@@ -26,6 +26,7 @@ def _podman_names(kind: str) -> set[str]:
         ({"sandbox_state": "bogus"}, "sandbox_state must be 'present' or 'absent' (got 'bogus')"),
         ({"sandbox_nodes": 0}, "sandbox_nodes a whole number from 1 to 200 (got '0')"),
         ({"sandbox_nodes": "three"}, "(got 'three')"),
+        ({"sandbox_node_cpus": "half"}, "a number of CPUs such as 0.6 (got 'half')"),
     ],
 )
 def test_bad_input_fails_clearly_and_creates_nothing(extra, needle, tmp_path):
