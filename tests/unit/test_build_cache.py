@@ -6,7 +6,10 @@ build through the same tasks is proven by `molecule test -s openmpi`.
 
 from __future__ import annotations
 
+import grp
 import json
+import os
+import pwd
 import subprocess
 import sys
 import tarfile
@@ -59,6 +62,7 @@ PLAY = """\
         build_cache_prefix: "{prefix}"
         build_cache_build_tasks: "{tasks}"
         build_cache_work_root: "{work}"
+        build_cache_owner: "{{{{ owner }}}}"
 
     - name: Report
       ansible.builtin.debug:
@@ -79,11 +83,12 @@ def bed(tmp_path):
     play.write_text(PLAY.format(prefix=prefix, tasks=tasks, work=tmp_path / "work"))
     cache = tmp_path / "cache"
 
-    def run(flag: str):
+    def run(flag: str, owner: str = ""):
         env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache))
         argv = [
             str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
-            "-e", f"flag={flag}", "-e", f"ansible_python_interpreter={sys.executable}",
+            "-e", f"flag={flag}", "-e", f"owner={owner}",
+            "-e", f"ansible_python_interpreter={sys.executable}",
         ]  # fmt: skip
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         doc = json.loads(proc.stdout)
@@ -173,3 +178,17 @@ def test_failed_build_leaves_the_previous_install_usable(bed):
     assert (bed["prefix"] / ".mncluster-build.json").read_text() == marker_before
     assert bed["program"]() == "hello a\n"
     assert not list((bed["cache"] / "builds" / "hello").glob("*.partial"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_owner_is_set_before_the_swap(bed):
+    res = bed["run"]("a", owner="nobody")
+    assert res["report"]["installed"] is True
+    owners = {
+        (pwd.getpwuid(p.stat().st_uid).pw_name, grp.getgrgid(p.stat().st_gid).gr_name)
+        for p in [bed["prefix"], *bed["prefix"].rglob("*")]
+    }
+    assert owners == {("nobody", grp.getgrgid(pwd.getpwnam("nobody").pw_gid).gr_name)}
+    assert bed["program"]() == "hello a\n"
+    again = bed["run"]("a", owner="nobody")
+    assert again["report"]["installed"] is False and again["stats"]["changed"] == 0
