@@ -6,9 +6,11 @@ fallback (Debian's python3.11 + venv), which this module names in its
 output when it is the one under test.
 """
 
+import hashlib
 import json
 import os
 import shlex
+from pathlib import Path
 
 import pytest
 import testinfra.utils.ansible_runner
@@ -112,8 +114,15 @@ def test_pyenv_built_this_python(host, facts):
     python = f"{HOME}/.pyenv/versions/{version}/bin/python"
     built = host.run(f"runuser -u {USER} -- {python} -c 'import sys; print(sys.prefix)'")
     assert built.stdout.strip() == f"{HOME}/.pyenv/versions/{version}"
-    # python-build used the staged tarball: nothing was downloaded.
-    assert host.file(f"{HOME}/.pyenv/cache/Python-{version}.tar.gz").exists
+    # python-build used the staged tarball (nothing was downloaded): the installed tree's build
+    # marker names the staged source's sha256, whether this node built it or unpacked the
+    # cluster's cached build of it (then pyenv's cache here never held the tarball).
+    mirror = Path(os.environ["MNC_PYENV_MIRROR"])
+    staged = [p for p in mirror.iterdir() if version in p.name and not p.name.startswith("pyenv")]
+    assert len(staged) == 1, staged
+    marker = json.loads(host.file(f"{HOME}/.pyenv/versions/{version}/.mncluster-build.json").content_string)
+    assert marker["fingerprint"]["version"] == version
+    assert marker["fingerprint"]["source_sha256"] == hashlib.sha256(staged[0].read_bytes()).hexdigest()
 
 
 def test_mpi4py_uses_our_openmpi(host, ssh, facts):
