@@ -47,6 +47,12 @@ options:
     description: Fail nodes whose OpenMPI lacks CUDA support (GPU mode); otherwise report them as SKIP.
     type: bool
     default: false
+  launcher:
+    description:
+      - Inventory name of the node the rank check's mpiexec ran on. OpenMPI maps ranks from the
+        launching node first, so the expected placement is derived from it and the hostfile.
+      - Null when unknown (the placement is then expected in hostfile order).
+    type: str
 author: mncluster
 """
 
@@ -58,6 +64,7 @@ EXAMPLES = r"""
     ranks: "{{ __verify_ranks }}"
     p2p: "{{ __verify_p2p }}"
     link_gbps: 10
+    launcher: node1
   register: __verify
 """
 
@@ -102,6 +109,7 @@ def main():
             "link_gbps": {"type": "float"},
             "p2p_min_fraction": {"type": "float", "default": 0.5},
             "require_cuda": {"type": "bool", "default": False},
+            "launcher": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -119,6 +127,7 @@ def main():
         p["link_gbps"],
         p["p2p_min_fraction"],
         p["require_cuda"],
+        p["launcher"],
     )
     module.exit_json(changed=False, **result)
 

@@ -102,11 +102,30 @@ def _ranges(ranks: list[int]) -> str:
     return ",".join(parts)
 
 
-def check_ranks(run: dict | None, expected: list[dict]) -> list[dict]:
-    """Every rank 0..N-1 printed exactly once, each host running exactly its slots.
+def expected_placement(expected: list[dict], launcher: str | None = None) -> list[tuple[str, list[int]]]:
+    """The ranks each host should run, in rank order, for the mapping verify.yml asks for.
+
+    Both mappings it uses (``--map-by ppr:<slots>:node`` when every node has the same
+    slots, ``--map-by slot`` otherwise) fill a node's slots before the next node's.
+    OpenMPI takes the node it is launched from first when that node is in the hostfile,
+    then the others in hostfile order. ``expected``: hostfile order, as for
+    :func:`check_ranks`; ``launcher``: what ``uname -n`` prints on the launching node.
+    """
+    order = [e for e in expected if e["host"] == launcher] + [e for e in expected if e["host"] != launcher]
+    out, first = [], 0
+    for e in order:
+        out.append((e["host"], list(range(first, first + e["slots"]))))
+        first += e["slots"]
+    return out
+
+
+def check_ranks(run: dict | None, expected: list[dict], launcher: str | None = None) -> list[dict]:
+    """Every rank 0..N-1 printed exactly once, each host running exactly the ranks the
+    mapping gives it (:func:`expected_placement`).
 
     ``expected``: hostfile order, ``{"host": <what `uname -n` prints>, "slots": n}``.
     ``run``: ``{"rc", "stdout", "stderr", "cmd"}`` of the mpiexec run, or None when not run.
+    ``launcher``: what ``uname -n`` prints on the node mpiexec ran on.
     """
     check = "ranks"
     if run is None:
@@ -134,15 +153,20 @@ def check_ranks(run: dict | None, expected: list[dict]) -> list[dict]:
     per_host: dict[str, list[int]] = {}
     for host, r in lines:
         per_host.setdefault(host, []).append(r)
-    want = {e["host"]: e["slots"] for e in expected}
-    for host, slots in want.items():
+    want = expected_placement(expected, launcher)
+    for host, wanted in want:
         got = len(per_host.get(host, []))
-        if got != slots:
-            problems.append(f"{host} ran {got} rank(s), expected {slots}")
+        if got != len(wanted):
+            problems.append(f"{host} ran {got} rank(s), expected {len(wanted)}")
     for host in per_host:
-        if host not in want:
+        if host not in dict(want):
             problems.append(f"unexpected host {host} ran ranks {_ranges(per_host[host])}")
-    placement = "; ".join(f"{h}: {_ranges(per_host.get(h, [])) or '-'}" for h in want)
+    placement = "; ".join(f"{h}: {_ranges(per_host.get(h, [])) or '-'}" for h, _ in want)
+    wanted_text = "; ".join(f"{h}: {_ranges(r) or '-'}" for h, r in want)
+    if not problems and placement != wanted_text:
+        start = f"the launcher {launcher} first, then" if launcher in dict(want) else "in"
+        rule = f"each node's slots in turn, {start} hostfile order"
+        problems.append(f"placement differs from the mapping ({rule}): expected {wanted_text}")
     if problems:
         return [row(check, "cluster", FAIL, "; ".join(problems) + f" (placement {placement})")]
     return [row(check, "cluster", PASS, f"{total} ranks, 0..{total - 1} once each; {placement}")]
@@ -332,8 +356,13 @@ def check_reachable(nodes: list[dict]) -> list[dict]:
     ]
 
 
-def evaluate(nodes, hostfile_text, ranks_run, p2p_run, link_gbps, p2p_min_fraction, require_cuda) -> dict:
-    """Every check's rows, the rendered table, and whether the cluster passed."""
+def evaluate(
+    nodes, hostfile_text, ranks_run, p2p_run, link_gbps, p2p_min_fraction, require_cuda, launcher=None
+) -> dict:
+    """Every check's rows, the rendered table, and whether the cluster passed.
+
+    ``launcher``: the inventory name of the node mpiexec ran on (None: not known).
+    """
     entries = parse_hostfile(hostfile_text) if hostfile_text is not None else []
     by_ip = {n.get("private_ip"): n for n in nodes}
     expected = [
@@ -346,7 +375,8 @@ def evaluate(nodes, hostfile_text, ranks_run, p2p_run, link_gbps, p2p_min_fracti
         if hostfile_text is not None
         else [row("hostfile", "cluster", FAIL, "not read (no node answered)")]
     )
-    rows += check_ranks(ranks_run, expected)
+    launcher_node = next((n for n in nodes if n.get("name") == launcher), {})
+    rows += check_ranks(ranks_run, expected, launcher_node.get("nodename") or launcher)
     rows += check_cuda(nodes, require_cuda)
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction)
     rows += check_versions(nodes)

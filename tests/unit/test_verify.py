@@ -94,6 +94,51 @@ def test_duplicate_rank_and_unexpected_host_fail():
     assert "node2 ran 2 rank(s), expected 2" not in detail
 
 
+# The three wiring containers' hostfile (slots 2, 3, 2), as verify.yml reads it.
+WIRING = [{"host": "w1", "slots": 2}, {"host": "w2", "slots": 3}, {"host": "w3", "slots": 2}]
+
+
+def _rank_output(placement):
+    return "".join(f"{host} {r}\n" for host, ranks in placement for r in ranks)
+
+
+def test_expected_placement_starts_on_the_launcher_then_hostfile_order():
+    assert v.expected_placement(WIRING, "w1") == [("w1", [0, 1]), ("w2", [2, 3, 4]), ("w3", [5, 6])]
+    # What OpenMPI printed when mnc-wiring-2 happened to launch (issue: launcher chosen by chance).
+    assert v.expected_placement(WIRING, "w2") == [("w2", [0, 1, 2]), ("w1", [3, 4]), ("w3", [5, 6])]
+    # A launcher outside the hostfile (or unknown): hostfile order.
+    assert v.expected_placement(WIRING, None) == v.expected_placement(WIRING, "w1")
+    assert v.expected_placement(WIRING, "login") == v.expected_placement(WIRING, "w1")
+
+
+@pytest.mark.parametrize("launcher", ["w1", "w2", "w3"])
+def test_placement_from_any_launcher_passes_when_it_follows_the_mapping(launcher):
+    out = _rank_output(v.expected_placement(WIRING, launcher))
+    rows = v.check_ranks({"rc": 0, "stdout": out}, WIRING, launcher)
+    assert rows[0]["status"] == v.PASS, rows
+    assert "7 ranks, 0..6 once each" in rows[0]["detail"]
+    # The detail lists the hosts in rank order.
+    first = rows[0]["detail"].split("; ")[1]
+    assert first.startswith(f"{launcher}: 0-")
+
+
+def test_placement_of_another_launcher_fails_and_names_the_expected_one():
+    out = _rank_output(v.expected_placement(WIRING, "w2"))
+    rows = v.check_ranks({"rc": 0, "stdout": out}, WIRING, "w1")
+    assert rows[0]["status"] == v.FAIL
+    assert "placement differs from the mapping" in rows[0]["detail"]
+    assert "expected w1: 0-1; w2: 2-4; w3: 5-6" in rows[0]["detail"]
+
+
+def test_round_robin_placement_fails_although_the_counts_are_right():
+    # --map-by node instead of filling each node's slots: right counts, wrong ranks.
+    out = "w1 0\nw2 1\nw3 2\nw1 3\nw2 4\nw3 5\nw2 6\n"
+    rows = v.check_ranks({"rc": 0, "stdout": out}, WIRING, "w1")
+    assert rows[0]["status"] == v.FAIL
+    assert "placement differs" in rows[0]["detail"]
+    assert "expected w1: 0-1; w2: 2-4; w3: 5-6" in rows[0]["detail"]
+
+
 def test_ranks_timeout_is_named():
     rows = v.check_ranks({"rc": 124, "stdout": "", "stderr": ""}, [{"host": "a", "slots": 1}])
     assert rows[0]["status"] == v.FAIL and rows[0]["detail"].startswith("timed out")
@@ -341,3 +386,18 @@ def test_all_good_table_passes():
     assert "peak 1.16 GB/s at 16 MiB" in res["table"]
     assert "-> 93%" in res["table"]
     assert res["table"].splitlines()[-1] == "PASSED: 8 passed, 0 failed, 0 skipped"
+
+
+def test_evaluate_derives_the_placement_from_the_launcher_inventory_name():
+    # The launcher is given by inventory name; the ranks print `uname -n`.
+    nodes = [
+        {"name": f"node{i}", "reachable": True, "nodename": f"n{i}", "private_ip": f"10.0.0.{i}"}
+        for i in (1, 2)
+    ]
+    hostfile = "10.0.0.1 slots=2\n10.0.0.2 slots=2\n"
+    from_second = {"rc": 0, "stdout": "n2 0\nn2 1\nn1 2\nn1 3\n"}
+    args = (hostfile, from_second, {"not_applicable": "x"}, None, 0.5, False)
+    ranks = only(v.evaluate(nodes, *args, launcher="node2")["rows"], "ranks")[0]
+    assert ranks["status"] == v.PASS and ranks["detail"].endswith("n2: 0-1; n1: 2-3"), ranks
+    ranks = only(v.evaluate(nodes, *args, launcher="node1")["rows"], "ranks")[0]
+    assert ranks["status"] == v.FAIL and "expected n1: 0-1; n2: 2-3" in ranks["detail"], ranks

@@ -31,13 +31,14 @@ SLOTS = {"mnc-wiring-1": 2, "mnc-wiring-2": 3, "mnc-wiring-3": 2}
 USER = "mpiuser"
 
 
-def playbook(path, *extra, timeout=600, json_out=False):
-    """Run a real playbook against this scenario's containers."""
+def playbook(path, *extra, timeout=600, json_out=False, inventory=None):
+    """Run a real playbook against this scenario's containers (``inventory``: the
+    sources to use instead of the scenario's, in order)."""
     env = repo_ansible_env(json_output=json_out, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    sources = inventory or [Path(INVENTORY_FILE).parent]
     argv = [
         str(Path(sys.executable).with_name("ansible-playbook")),
-        "-i",
-        str(Path(INVENTORY_FILE).parent),
+        *[arg for src in sources for arg in ("-i", str(src))],
         str(path),
         *extra,
     ]
@@ -213,6 +214,29 @@ def _judged(proc):
     raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
 
 
+def _placement(launcher):
+    """The ranks OpenMPI gives each node for verify.yml's mapping: the launcher's node
+    first, then the hostfile's order (the converge wrote it in inventory order), each
+    node's slots in turn."""
+    order = [launcher] + [n for n in NODES if n != launcher]
+    out, first = [], 0
+    for name in order:
+        last = first + SLOTS[name] - 1
+        out.append(f"{name}: {first}-{last}" if last > first else f"{name}: {first}")
+        first = last + 1
+    return "; ".join(out)
+
+
+def _launcher(proc):
+    """The node the MPI play ran on, from the JSON callback's output."""
+    doc = json.loads(proc.stdout)
+    for play in doc["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == "Check that every rank starts once, on the expected hosts":
+                return sorted(task["hosts"])
+    raise AssertionError("no rank check in the run")
+
+
 def test_verify_playbook_across_containers(host):
     if host.backend.hostname != "mnc-wiring-1":
         pytest.skip("runs once")
@@ -223,10 +247,12 @@ def test_verify_playbook_across_containers(host):
     for name in NODES:
         assert rows[("node answers", name)]["status"] == "PASS"
     assert rows[("hostfile", "cluster")]["status"] == "PASS"
+    # The launcher is the first node of mnc_nodes in inventory order, whoever answers first.
+    assert _launcher(proc) == ["mnc-wiring-1"]
     ranks = rows[("ranks", "cluster")]
     assert ranks["status"] == "PASS", ranks
     assert "7 ranks, 0..6 once each" in ranks["detail"]
-    assert "mnc-wiring-2: 2-4" in ranks["detail"]
+    assert ranks["detail"].endswith(_placement("mnc-wiring-1")), ranks
     pairs = [r for (check, _), r in rows.items() if check == "p2p bandwidth"]
     assert sorted(r["subject"] for r in pairs) == [
         "mnc-wiring-1 <-> mnc-wiring-2",
@@ -245,6 +271,25 @@ def test_verify_playbook_across_containers(host):
             if r["check"] == "versions"
         )
     assert res["passed"] is False and proc.returncode != 0
+
+
+def test_verify_with_another_node_first_in_the_play(host, tmp_path):
+    """mnc-wiring-3 first in mnc_nodes (the hostfile still lists it last): it launches,
+    OpenMPI starts the ranks on it, and the rank check expects exactly that."""
+    if host.backend.hostname != "mnc-wiring-1":
+        pytest.skip("runs once")
+    first = ["mnc-wiring-3", "mnc-wiring-1", "mnc-wiring-2"]
+    reordered = tmp_path / "reordered.yml"
+    reordered.write_text(json.dumps({"mnc_nodes": {"hosts": {n: {} for n in first}}}))
+    proc, _ = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, json_out=True,
+                       inventory=[reordered, Path(INVENTORY_FILE).parent])  # fmt: skip
+    res = _judged(proc)
+    assert _launcher(proc) == ["mnc-wiring-3"]
+    rows = {(r["check"], r["subject"]): r for r in res["rows"]}
+    ranks = rows[("ranks", "cluster")]
+    assert ranks["status"] == "PASS", ranks
+    assert ranks["detail"].endswith(_placement("mnc-wiring-3")), ranks
+    assert rows[("hostfile", "cluster")]["status"] == "PASS"
 
 
 def _wait_until_reachable(node, timeout=180):
