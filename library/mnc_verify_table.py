@@ -47,6 +47,22 @@ options:
     description: Fail nodes whose OpenMPI lacks CUDA support (GPU mode); otherwise report them as SKIP.
     type: bool
     default: false
+  p2p_median_fraction:
+    description:
+      - A pair fails when its peak bandwidth is below this fraction of the median pair's (a bad
+        link even where the link speed is unknown). 0 switches the comparison off.
+    type: float
+    default: 0.7
+  report_dir:
+    description:
+      - Where to write C(verify.json) (every row and the bandwidth matrix), C(verify.md) and, when
+        pairs were measured, C(p2p-matrix.png) (a heat map; needs matplotlib). Created when missing.
+      - Unset writes nothing.
+    type: path
+  latest_link:
+    description:
+      - A symlink to point at O(report_dir) (relative, replaced atomically), e.g. C(reports/verify-latest).
+    type: path
   launcher:
     description:
       - Inventory name of the node the rank check's mpiexec ran on. OpenMPI maps ranks from the
@@ -93,10 +109,80 @@ not_answering:
   returned: always
   type: list
   elements: str
+p2p_matrix:
+  description:
+    - Peak pair bandwidth in GB/s, C(hosts) in rank order and C(gbps) an N x N list (null on the diagonal).
+  returned: always
+  type: dict
+files:
+  description: The files written under O(report_dir).
+  returned: when O(report_dir) is set
+  type: list
+  elements: str
 """
 
+import json
+import os
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_verify import evaluate
+from ansible.module_utils.mnc_verify import evaluate, render_markdown
+
+HEATMAP = "p2p-matrix.png"
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _heatmap(matrix, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hosts = matrix["hosts"]
+    values = [[float("nan") if v is None else v for v in r] for r in matrix["gbps"]]
+    size = max(4.0, 0.6 * len(hosts) + 2.5)
+    fig, ax = plt.subplots(figsize=(size + 1.0, size))
+    top = max([v for r in matrix["gbps"] for v in r if v is not None] or [1.0])
+    # From 0, so that pairs within a few percent look alike and a slow one stands out.
+    im = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=top)
+    ax.set_xticks(range(len(hosts)), hosts, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(hosts)), hosts, fontsize=8)
+    if len(hosts) <= 16:
+        for i, r in enumerate(matrix["gbps"]):
+            for j, v in enumerate(r):
+                if v is not None:
+                    color = "black" if v > 0.6 * top else "white"
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", color=color, fontsize=8)
+    fig.colorbar(im, ax=ax, label="peak one-way GB/s")
+    ax.set_title("Point-to-point bandwidth, every pair of nodes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(result, report_dir, latest_link):
+    os.makedirs(report_dir, exist_ok=True)
+    files = [os.path.join(report_dir, "verify.json"), os.path.join(report_dir, "verify.md")]
+    image = None
+    matrix = result.get("p2p_matrix")
+    if matrix and len(matrix["hosts"]) > 1:
+        _heatmap(matrix, os.path.join(report_dir, HEATMAP))
+        image = HEATMAP
+        files.append(os.path.join(report_dir, HEATMAP))
+    _write(files[0], json.dumps(result, indent=1) + "\n")
+    _write(files[1], render_markdown(result, image=image))
+    if latest_link:
+        tmp = latest_link + ".tmp"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(os.path.relpath(report_dir, os.path.dirname(latest_link) or "."), tmp)
+        os.replace(tmp, latest_link)
+    return files
 
 
 def main():
@@ -110,6 +196,9 @@ def main():
             "p2p_min_fraction": {"type": "float", "default": 0.5},
             "require_cuda": {"type": "bool", "default": False},
             "launcher": {"type": "str"},
+            "p2p_median_fraction": {"type": "float", "default": 0.7},
+            "report_dir": {"type": "path"},
+            "latest_link": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -117,6 +206,8 @@ def main():
     bad = [i for i, n in enumerate(p["nodes"]) if not n.get("name")]
     if bad:
         module.fail_json(msg=f"nodes[{bad[0]}] has no 'name'", nodes=p["nodes"])
+    if not 0 <= p["p2p_median_fraction"] <= 1:
+        module.fail_json(msg=f"p2p_median_fraction must be in [0, 1], got {p['p2p_median_fraction']}")
     if not 0 < p["p2p_min_fraction"] <= 10:
         module.fail_json(msg=f"p2p_min_fraction must be in (0, 10], got {p['p2p_min_fraction']}")
     result = evaluate(
@@ -128,7 +219,16 @@ def main():
         p["p2p_min_fraction"],
         p["require_cuda"],
         p["launcher"],
+        p["p2p_median_fraction"] or None,
     )
+    if p["report_dir"] and not module.check_mode:
+        try:
+            result["files"] = write_report(result, p["report_dir"], p["latest_link"])
+        except ImportError as e:
+            module.fail_json(msg=f"the heat map needs matplotlib on the controller ({e})", **result)
+        except OSError as e:
+            module.fail_json(msg=f"cannot write the verify report in {p['report_dir']}: {e}", **result)
+        module.exit_json(changed=True, **result)
     module.exit_json(changed=False, **result)
 
 

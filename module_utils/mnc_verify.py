@@ -211,8 +211,52 @@ def parse_p2p(stdout: str) -> dict:
     raise ValueError("no JSON document in the output")
 
 
-def check_p2p(run: dict | None, link_gbps: float | None, min_fraction: float) -> list[dict]:
-    """Peak ping-pong bandwidth of every node pair against the configured link speed."""
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
+
+
+def p2p_matrix(doc: dict) -> dict:
+    """The pairs' peak bandwidths as an N x N matrix (GB/s, symmetric; None on the
+    diagonal and for a pair that was not measured), hosts in rank order."""
+    hosts = list(doc.get("hosts") or [])
+    gbps: list[list[float | None]] = [[None] * len(hosts) for _ in hosts]
+    for p in doc.get("pairs", []):
+        results = p.get("results") or []
+        i, j = (p.get("ranks") or [None, None])[:2]
+        if results and i is not None and j is not None and max(i, j) < len(hosts):
+            gbps[i][j] = gbps[j][i] = max(r["gbps"] for r in results)
+    return {"hosts": hosts, "gbps": gbps}
+
+
+def render_p2p_matrix(matrix: dict) -> str:
+    """The matrix as a markdown table (GB/s), one row and one column per node."""
+    hosts = matrix["hosts"]
+    lines = ["| GB/s | " + " | ".join(hosts) + " |", "|---|" + "---:|" * len(hosts)]
+    for name, values in zip(hosts, matrix["gbps"], strict=True):
+        cells = ["-" if v is None else f"{v:.2f}" for v in values]
+        lines.append(f"| **{name}** | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_p2p_text(matrix: dict) -> str:
+    """The matrix as fixed-width text for the console (GB/s)."""
+    hosts = matrix["hosts"]
+    w = max([6] + [len(h) for h in hosts])
+    lines = [" " * w + "".join(f"  {h:>{w}}" for h in hosts)]
+    for name, values in zip(hosts, matrix["gbps"], strict=True):
+        lines.append(f"{name:<{w}}" + "".join(f"  {'-' if v is None else f'{v:.2f}':>{w}}" for v in values))
+    return "\n".join(lines)
+
+
+def check_p2p(
+    run: dict | None, link_gbps: float | None, min_fraction: float, median_fraction: float | None = None
+) -> list[dict]:
+    """Peak ping-pong bandwidth of every node pair against the configured link speed,
+    and (``median_fraction`` set) against the median pair: a pair below that fraction of
+    the median is a bad link (cable, NIC, switch port) even where the link speed is not
+    known."""
     check = "p2p bandwidth"
     if run is None:
         return [row(check, "all pairs", FAIL, "not run")]
@@ -233,6 +277,8 @@ def check_p2p(run: dict | None, link_gbps: float | None, min_fraction: float) ->
     if not pairs:
         return [row(check, "all pairs", FAIL, f"no node pairs measured (hosts: {doc.get('hosts')})")]
     link_gBps = link_gbps / 8.0 if link_gbps else None
+    peaks = [max(r["gbps"] for r in p["results"]) for p in pairs if p.get("results")]
+    median = _median(peaks) if peaks else None
     rows = []
     for p in pairs:
         results = p.get("results", [])
@@ -246,16 +292,27 @@ def check_p2p(run: dict | None, link_gbps: float | None, min_fraction: float) ->
             f"peak {best['gbps']:.2f} GB/s at {_size(best['bytes'])}; "
             f"{small['gbps']:.3f} GB/s at {_size(small['bytes'])}"
         )
+        problems = []
+        judged_by_median = bool(median_fraction) and len(peaks) > 1 and bool(median)
+        if judged_by_median:
+            of_median = best["gbps"] / median
+            detail += f"; {of_median:.0%} of the median pair ({median:.2f} GB/s)"
+            if of_median < median_fraction:
+                where = f"a slow link between {p['a']} and {p['b']}?"
+                problems.append(f"below {median_fraction:.0%} of the median pair: {where}")
         if link_gBps is None:
-            rows.append(row(check, subject, SKIP, detail + "; no mnc_link_gbps to compare with"))
-            continue
-        frac = best["gbps"] / link_gBps
-        detail += f"; link {link_gbps:g} Gb/s = {link_gBps:.2f} GB/s -> {frac:.0%}"
-        if frac >= min_fraction:
-            rows.append(row(check, subject, PASS, detail))
+            detail += "; no mnc_link_gbps to compare with"
         else:
-            hint = f" < {min_fraction:.0%} (wrong network? one link of a bond?)"
-            rows.append(row(check, subject, FAIL, detail + hint))
+            frac = best["gbps"] / link_gBps
+            detail += f"; link {link_gbps:g} Gb/s = {link_gBps:.2f} GB/s -> {frac:.0%}"
+            if frac < min_fraction:
+                problems.append(f"< {min_fraction:.0%} of the link (wrong network? one link of a bond?)")
+        if problems:
+            rows.append(row(check, subject, FAIL, detail + "; " + "; ".join(problems)))
+        elif link_gBps is None and not judged_by_median:
+            rows.append(row(check, subject, SKIP, detail))
+        else:
+            rows.append(row(check, subject, PASS, detail))
     return rows
 
 
@@ -357,7 +414,15 @@ def check_reachable(nodes: list[dict]) -> list[dict]:
 
 
 def evaluate(
-    nodes, hostfile_text, ranks_run, p2p_run, link_gbps, p2p_min_fraction, require_cuda, launcher=None
+    nodes,
+    hostfile_text,
+    ranks_run,
+    p2p_run,
+    link_gbps,
+    p2p_min_fraction,
+    require_cuda,
+    launcher=None,
+    p2p_median_fraction=0.7,
 ) -> dict:
     """Every check's rows, the rendered table, and whether the cluster passed.
 
@@ -378,17 +443,45 @@ def evaluate(
     launcher_node = next((n for n in nodes if n.get("name") == launcher), {})
     rows += check_ranks(ranks_run, expected, launcher_node.get("nodename") or launcher)
     rows += check_cuda(nodes, require_cuda)
-    rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction)
+    rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction, p2p_median_fraction)
     rows += check_versions(nodes)
     failures = [f"{r['check']} [{r['subject']}]: {r['detail']}" for r in rows if r["status"] == FAIL]
     down = [n["name"] for n in nodes if not n.get("reachable", True)]
+    matrix = _matrix_of(p2p_run)
     return {
         "rows": rows,
         "table": render_table(rows),
         "passed": not failures,
         "failures": failures,
         "not_answering": down,
+        "p2p_matrix": matrix,
+        "p2p_matrix_text": render_p2p_text(matrix) if matrix else "no pair measured",
     }
+
+
+def _matrix_of(run: dict | None) -> dict | None:
+    """The p2p run's matrix, or None where it did not produce one."""
+    if not run or run.get("rc") not in (0, None) or not run.get("stdout"):
+        return None
+    try:
+        return p2p_matrix(parse_p2p(run["stdout"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def render_markdown(result: dict, title: str = "Cluster acceptance checks", image: str | None = None) -> str:
+    """verify.md: the pass/fail table and, where pairs were measured, the bandwidth matrix."""
+    out = [f"# {title}", "", "```", result["table"], "```", ""]
+    if result.get("failures"):
+        out += ["## Failures", ""] + [f"* {f}" for f in result["failures"]] + [""]
+    matrix = result.get("p2p_matrix")
+    if matrix and matrix["hosts"]:
+        out += ["## Point-to-point bandwidth between every pair of nodes", ""]
+        out += ["Peak one-way ping-pong bandwidth (GB/s = 1e9 B/s) over the private network.", ""]
+        out += [render_p2p_matrix(matrix), ""]
+        if image:
+            out += [f"![pair bandwidth]({image})", ""]
+    return "\n".join(out)
 
 
 def render_table(rows: list[dict], detail_width: int = 110) -> str:

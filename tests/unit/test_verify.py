@@ -401,3 +401,60 @@ def test_evaluate_derives_the_placement_from_the_launcher_inventory_name():
     assert ranks["status"] == v.PASS and ranks["detail"].endswith("n2: 0-1; n1: 2-3"), ranks
     ranks = only(v.evaluate(nodes, *args, launcher="node1")["rows"], "ranks")[0]
     assert ranks["status"] == v.FAIL and "expected n1: 0-1; n2: 2-3" in ranks["detail"], ranks
+
+
+# --- all pairs: the bad link ----------------------------------------------------------------------
+
+
+def _pairs_doc(peaks: dict[tuple[int, int], float], hosts: list[str]) -> dict:
+    """A p2p run's output in mnc_p2p_bandwidth.py's shape, with the given peak GB/s per pair."""
+    pairs = [
+        {"a": hosts[a], "b": hosts[b], "ranks": [a, b], "round": 0,
+         "results": [{"bytes": 8192, "seconds": 8192 / (g / 10) / 1e9, "gbps": g / 10},
+                     {"bytes": 16 << 20, "seconds": (16 << 20) / g / 1e9, "gbps": g}]}
+        for (a, b), g in sorted(peaks.items())
+    ]  # fmt: skip
+    return {"rc": 0, "stdout": json.dumps({"hosts": hosts, "rounds": 3, "pairs": pairs})}
+
+
+HOSTS4 = ["n1", "n2", "n3", "n4"]
+# Every pair at about 1.1 GB/s, except n2 <-> n4 at 0.5 GB/s (a bad cable on one of them).
+PEAKS4 = {(0, 1): 1.10, (0, 2): 1.12, (0, 3): 1.08, (1, 2): 1.11, (1, 3): 0.50, (2, 3): 1.09}
+
+
+def test_a_pair_far_below_the_median_pair_fails_naming_both_nodes():
+    rows = v.check_p2p(_pairs_doc(PEAKS4, HOSTS4), link_gbps=None, min_fraction=0.5, median_fraction=0.7)
+    by = {r["subject"]: r for r in rows}
+    assert by["n2 <-> n4"]["status"] == v.FAIL
+    assert "below 70% of the median pair: a slow link between n2 and n4?" in by["n2 <-> n4"]["detail"]
+    assert all(r["status"] == v.PASS for s, r in by.items() if s != "n2 <-> n4"), rows
+    # The median of the six pairs is 1.095 GB/s; the slow pair is at 46% of it.
+    assert "46% of the median pair (1.10 GB/s)" in by["n2 <-> n4"]["detail"]
+    # Without the comparison (0 / None) and without a link speed: reported, not judged.
+    rows = v.check_p2p(_pairs_doc(PEAKS4, HOSTS4), link_gbps=None, min_fraction=0.5, median_fraction=None)
+    assert {r["status"] for r in rows} == {v.SKIP}
+
+
+def test_pair_matrix_is_symmetric_with_every_measured_pair():
+    m = v.p2p_matrix(v.parse_p2p(_pairs_doc(PEAKS4, HOSTS4)["stdout"]))
+    assert m["hosts"] == HOSTS4
+    for (a, b), g in PEAKS4.items():
+        assert m["gbps"][a][b] == m["gbps"][b][a] == g
+    assert all(m["gbps"][i][i] is None for i in range(4))
+    md = v.render_p2p_matrix(m)
+    assert md.splitlines()[0] == "| GB/s | n1 | n2 | n3 | n4 |"
+    assert md.splitlines()[3] == "| **n2** | 1.10 | - | 1.11 | 0.50 |"
+    text = v.render_p2p_text(m).splitlines()
+    assert len(text) == 5 and text[2].split() == ["n2", "1.10", "-", "1.11", "0.50"]
+
+
+def test_evaluate_judges_pairs_against_the_median_by_default_argument():
+    nodes = [{"name": h, "reachable": True, "nodename": h, "private_ip": f"10.0.0.{i}"}
+             for i, h in enumerate(HOSTS4, 1)]  # fmt: skip
+    hostfile = "".join(f"10.0.0.{i} slots=1\n" for i in range(1, 5))
+    ranks = {"rc": 0, "stdout": "".join(f"{h} {i}\n" for i, h in enumerate(HOSTS4))}
+    res = v.evaluate(nodes, hostfile, ranks, _pairs_doc(PEAKS4, HOSTS4), 1, 0.5, False, "n1")
+    assert "p2p bandwidth [n2 <-> n4]: " in " ".join(res["failures"])
+    assert res["p2p_matrix"]["gbps"][1][3] == 0.5
+    md = v.render_markdown(res, image="p2p-matrix.png")
+    assert "| **n4** | 1.08 | 0.50 | 1.09 | - |" in md and "![pair bandwidth](p2p-matrix.png)" in md

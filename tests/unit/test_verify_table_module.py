@@ -74,3 +74,41 @@ def test_missing_node_name_is_an_argument_error():
 def test_bad_threshold_is_rejected():
     res = run_module({"nodes": NODES[:1], "p2p_min_fraction": 0})
     assert res["failed"] is True and "p2p_min_fraction" in res["msg"]
+
+
+def test_report_files_written_with_matrix_and_heat_map(tmp_path):
+    hosts = ["n1", "n2", "n3"]
+    nodes = [{"name": h, "reachable": True, "nodename": h, "private_ip": f"10.0.0.{i}"}
+             for i, h in enumerate(hosts, 1)]  # fmt: skip
+    pairs = [
+        {"a": hosts[a], "b": hosts[b], "ranks": [a, b], "round": 0,
+         "results": [{"bytes": 1 << 24, "seconds": (1 << 24) / g / 1e9, "gbps": g}]}
+        for (a, b), g in {(0, 1): 1.0, (0, 2): 1.1, (1, 2): 0.2}.items()
+    ]  # fmt: skip
+    report = tmp_path / "reports" / "verify-20261201T000000Z"
+    res = run_module(
+        {
+            "nodes": nodes,
+            "hostfile": "10.0.0.1 slots=1\n10.0.0.2 slots=1\n10.0.0.3 slots=1\n",
+            "ranks": {"rc": 0, "stdout": "n1 0\nn2 1\nn3 2\n"},
+            "p2p": {"rc": 0, "stdout": json.dumps({"hosts": hosts, "pairs": pairs})},
+            "link_gbps": 1,
+            "launcher": "n1",
+            "report_dir": str(report),
+            "latest_link": str(tmp_path / "reports" / "verify-latest"),
+        }
+    )
+    assert not res.get("failed"), res
+    assert res["changed"] is True and res["passed"] is False
+    assert any("n2 <-> n3" in f and "median pair" in f for f in res["failures"]), res["failures"]
+    doc = json.loads((report / "verify.json").read_text())
+    assert doc["rows"] == res["rows"] and doc["p2p_matrix"]["gbps"][1][2] == 0.2
+    md = (report / "verify.md").read_text()
+    assert "| **n3** | 1.10 | 0.20 | - |" in md and "![pair bandwidth](p2p-matrix.png)" in md
+    assert (report / "p2p-matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "reports" / "verify-latest").resolve() == report.resolve()
+
+
+def test_bad_median_fraction_is_refused():
+    res = run_module({"nodes": NODES[:1], "p2p_median_fraction": 1.5})
+    assert res["failed"] is True and "p2p_median_fraction" in res["msg"]
