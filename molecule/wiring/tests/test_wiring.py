@@ -239,13 +239,29 @@ def _launcher(proc):
     raise AssertionError("no rank check in the run")
 
 
+def _sh(node, script):
+    """Run a root shell command in a container; its stdout, stripped."""
+    proc = subprocess.run(["podman", "exec", node, "sh", "-c", script],
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    return proc.stdout.strip()
+
+
 def test_verify_playbook_across_containers(host):
     if host.backend.hostname != "mnc-wiring-1":
         pytest.skip("runs once")
+    # The MPI user plants a link where verify.yml once wrote its programs as root.
+    for node in NODES:
+        _sh(node, "install -d -o root -g root -m 0755 /etc/mnc-victim")
+        plant = "mkdir -p ~/mncluster && ln -sfn /etc/mnc-victim ~/mncluster/verify"
+        _sh(node, f"su -s /bin/sh {USER} -c '{plant}'")
     proc, elapsed = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, json_out=True)
     res = _judged(proc)
     rows = {(r["check"], r["subject"]): r for r in res["rows"]}
     print(res["table"], f"\n(verify.yml took {elapsed:.0f}s)")
+    for node in NODES:
+        # Root neither re-owned the link's target nor wrote into it.
+        assert _sh(node, "stat -c '%U:%G' /etc/mnc-victim; ls -A /etc/mnc-victim") == "root:root", node
+        _sh(node, f"rm -f /home/{USER}/mncluster/verify; rmdir /etc/mnc-victim")
     for name in NODES:
         assert rows[("node answers", name)]["status"] == "PASS"
     assert rows[("hostfile", "cluster")]["status"] == "PASS"
