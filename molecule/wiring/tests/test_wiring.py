@@ -192,6 +192,37 @@ def test_bad_inventory_fails_and_changes_nothing(host, node, extra, message):
     assert not host.file(LIVE[r]).exists
 
 
+def test_shell_characters_in_an_interface_name_are_refused_before_rendering(host):
+    if host.backend.hostname != "mnc-wiring-1":
+        pytest.skip("runs once, against its node")
+    r = _renderer(host)
+    before = host.file(STAGED[r]).sha256sum
+    extra = {"bonding_name": "bond0;touch /tmp/mnc-pwned"}
+    proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", "mnc-wiring-1", "-e", json.dumps(extra))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "interface names may only hold letters, digits" in out and "bond0;touch /tmp/mnc-pwned" in out, out
+    assert host.file(STAGED[r]).sha256sum == before
+    assert not host.file("/tmp/mnc-pwned").exists
+
+
+# --- common with --limit --------------------------------------------------------------------------
+
+
+def test_limited_base_run_keeps_every_node_in_etc_hosts(host):
+    """`base.yml --limit <node>` (re-running one node) changes nothing and keeps the
+    other nodes' names: /etc/hosts lists the inventory's mnc_nodes, not the play's."""
+    if host.backend.hostname != "mnc-wiring-2":
+        pytest.skip("runs once, against its node")
+    proc, _ = playbook(ROOT / "playbooks" / "base.yml", "--limit", "mnc-wiring-2", json_out=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    stats = json.loads(proc.stdout)["stats"]
+    assert list(stats) == ["mnc-wiring-2"] and stats["mnc-wiring-2"]["changed"] == 0, stats
+    hosts = host.file("/etc/hosts").content_string
+    for name, ip in NODES.items():
+        assert f"{ip} {name}" in hosts, hosts
+
+
 # --- verify.yml across the containers -----------------------------------------------------------
 
 VERIFY_VARS = [
