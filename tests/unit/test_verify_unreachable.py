@@ -40,14 +40,12 @@ def stopped_container():
     subprocess.run(["podman", "rm", "-f", name], check=False, capture_output=True)
 
 
-def test_nodes_that_do_not_answer_fail_verify_by_name(tmp_path, stopped_container):
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(f"""\
+INVENTORY = """\
 mnc_nodes:
   hosts:
     node-stopped:
       ansible_connection: containers.podman.podman
-      ansible_host: {stopped_container}
+      ansible_host: {stopped}
       mnc_private_ip: 10.89.251.11
     node-blackhole:
       ansible_host: 192.0.2.1
@@ -55,7 +53,10 @@ mnc_nodes:
       ansible_timeout: 5
       ansible_ssh_common_args: -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/dev/null
       mnc_private_ip: 192.0.2.1
-""")
+"""
+
+
+def run_playbook(inventory, playbook, *extra, timeout=300):
     env = dict(
         os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"
     )
@@ -63,11 +64,20 @@ mnc_nodes:
         str(Path(sys.executable).with_name("ansible-playbook")),
         "-i",
         str(inventory),
-        str(ROOT / "playbooks" / "verify.yml"),
+        str(ROOT / "playbooks" / playbook),
+        *extra,
     ]
     t0 = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
-    elapsed = time.monotonic() - t0
+    proc = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return proc, time.monotonic() - t0
+
+
+def test_nodes_that_do_not_answer_fail_verify_by_name(tmp_path, stopped_container):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(INVENTORY.format(stopped=stopped_container))
+    proc, elapsed = run_playbook(inventory, "verify.yml")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert elapsed < 150, f"verify.yml took {elapsed:.0f}s with dead nodes"
@@ -77,3 +87,29 @@ mnc_nodes:
     assert "did not answer: node-stopped, node-blackhole" in out, out
     # The MPI checks were not attempted against nodes that are down.
     assert "not run: node-stopped, node-blackhole did not answer" in out or "FAILED:" in out, out
+
+
+def test_benchmark_names_the_nodes_that_do_not_answer(tmp_path, stopped_container):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(INVENTORY.format(stopped=stopped_container))
+    reports = f"benchmark_report_root={tmp_path}/reports"
+    proc, elapsed = run_playbook(inventory, "benchmark.yml", "-e", reports)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert elapsed < 150, f"benchmark.yml took {elapsed:.0f}s with dead nodes"
+    assert "not measuring, node-stopped, node-blackhole did not answer" in out, out
+    assert "HostVarsVars" not in out, out
+    assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("playbook", ["verify.yml", "benchmark.yml"])
+def test_a_limited_run_is_refused_before_any_node_is_contacted(tmp_path, stopped_container, playbook):
+    # Limited to the node that is down: refused by the controller, so no time is spent on it.
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(INVENTORY.format(stopped=stopped_container))
+    proc, elapsed = run_playbook(inventory, playbook, "--limit", "node-stopped")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "measures the whole cluster" in out or "checks the whole cluster" in out, out
+    assert "--limit left out node-blackhole" in out, out
+    assert "UNREACHABLE" not in out and elapsed < 60, out
