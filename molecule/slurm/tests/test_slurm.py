@@ -1,0 +1,180 @@
+"""Slurm on three containers: one munge key, one slurm.conf built from the nodes'
+own facts, and jobs (srun, sbatch) on every node as the MPI user.
+
+testinfra from outside; the change and bad-input cases run the real role again
+against the molecule inventory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import testinfra.utils.ansible_runner
+
+INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY_FILE).get_hosts("mnc_nodes")
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import repo_ansible_env
+
+SCENARIO = Path(__file__).resolve().parents[1]
+NODES = {"mnc-slurm-1": "10.89.79.11", "mnc-slurm-2": "10.89.79.12", "mnc-slurm-3": "10.89.79.13"}
+CONTROLLER = "mnc-slurm-1"
+USER = "mpiuser"
+
+
+def sh(node, script, stdin=None, check=True):
+    """A root shell command in one container; the completed process."""
+    return subprocess.run(["podman", "exec", "-i", node, "sh", "-c", script], input=stdin,
+                          capture_output=True, text=True, check=check, timeout=120)  # fmt: skip
+
+
+def playbook(path, *extra, timeout=900):
+    env = repo_ansible_env(json_output=True, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(Path(INVENTORY_FILE).parent),
+            str(path), *extra]  # fmt: skip
+    return subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _sha(node, path):
+    return sh(node, f"sha256sum {path}").stdout.split()[0]
+
+
+def once(host, node=CONTROLLER):
+    if host.backend.hostname != node:
+        pytest.skip(f"runs once, on {node}")
+
+
+# --- munge --------------------------------------------------------------------------------------
+
+
+def test_munge_key_is_one_key_readable_by_munge_only(host):
+    key = host.file("/etc/munge/munge.key")
+    assert key.user == "munge" and key.group == "munge" and key.mode == 0o400
+    assert len({_sha(n, "/etc/munge/munge.key") for n in NODES}) == 1
+
+
+def test_a_credential_made_on_one_node_is_accepted_on_the_others(host):
+    cred = host.run("munge -n")
+    assert cred.rc == 0, cred.stderr
+    for node in NODES:
+        decoded = sh(node, "unmunge", stdin=cred.stdout, check=False)
+        assert decoded.returncode == 0 and "STATUS:          Success" in decoded.stdout, (node, decoded)
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+def test_slurm_conf_is_the_same_everywhere_and_lists_every_node_on_its_private_address(host):
+    assert len({_sha(n, "/etc/slurm/slurm.conf") for n in NODES}) == 1
+    conf = host.file("/etc/slurm/slurm.conf").content_string
+    lines = [line for line in conf.splitlines() if line.startswith("NodeName=")]
+    assert [line.split()[0] for line in lines] == [f"NodeName={n}" for n in NODES]
+    for line, ip in zip(lines, NODES.values(), strict=True):
+        assert f" NodeAddr={ip} " in line
+    assert f"SlurmctldHost={CONTROLLER}({NODES[CONTROLLER]})" in conf
+    # Containers: no cgroup tree of their own.
+    assert "ProctrackType=proctrack/linuxproc" in conf and "TaskPlugin=task/none" in conf
+    assert not host.file("/etc/slurm/cgroup.conf").exists
+
+
+def test_node_line_is_what_slurmd_reports_less_the_reserve(host):
+    me = host.backend.hostname
+    conf = host.file("/etc/slurm/slurm.conf").content_string
+    line = next(x for x in conf.splitlines() if x.startswith(f"NodeName={me} "))
+    fields = dict(f.split("=", 1) for f in line.split())
+    seen = dict(f.split("=", 1) for f in host.check_output("slurmd -C").splitlines()[0].split())
+    for key in ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"):
+        assert fields[key] == seen[key], key
+    assert int(fields["RealMemory"]) == int(seen["RealMemory"]) - 512
+    assert "Gres=" not in line  # no GPU here
+
+
+def test_daemons_run_where_they_belong(host):
+    assert host.service("munge").is_running and host.service("munge").is_enabled
+    assert host.service("slurmd").is_running and host.service("slurmd").is_enabled
+    ctl = host.service("slurmctld")
+    if host.backend.hostname == CONTROLLER:
+        assert ctl.is_running and ctl.is_enabled
+    else:
+        assert not host.package("slurmctld").is_installed
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+
+def test_every_node_idle_in_sinfo(host):
+    once(host)
+    out = host.check_output("sinfo --noheader --Node --format='%N %t %P'")
+    assert sorted(out.splitlines()) == [f"{n} idle batch*" for n in NODES]
+
+
+def test_srun_runs_one_task_per_node_as_the_mpi_user(host):
+    once(host)
+    out = host.check_output(f"sudo -u {USER} timeout 120 srun -N 3 -n 3 --ntasks-per-node=1 hostname")
+    assert sorted(out.split()) == sorted(NODES)
+
+
+def test_sbatch_job_script_runs_across_the_nodes(host):
+    once(host)
+    script = "\n".join(
+        ["#!/bin/bash", "#SBATCH -N 3", "#SBATCH --ntasks-per-node=1", "#SBATCH -o /tmp/mnc-job-%j.out",
+         "srun hostname", ""]
+    )  # fmt: skip
+    sh(CONTROLLER, f"cat > ~{USER}/job.sh && chown {USER} ~{USER}/job.sh", stdin=script)
+    # --wait: sbatch exits with the job's exit code (sh() checks it is 0).
+    job = sh(CONTROLLER, f"cd /tmp && sudo -u {USER} timeout 180 sbatch --wait --parsable ~{USER}/job.sh")
+    job_id = job.stdout.strip().split(";")[0]
+    # The batch step writes its output on the job's first node.
+    outputs = [sh(n, f"cat /tmp/mnc-job-{job_id}.out", check=False).stdout for n in NODES]
+    found = [o for o in outputs if o.strip()]
+    assert len(found) == 1 and sorted(found[0].split()) == sorted(NODES), outputs
+
+
+# --- changes and bad input ----------------------------------------------------------------------
+
+
+def test_a_changed_setting_restarts_the_daemons_and_takes_effect(host):
+    once(host)
+    key = _sha(CONTROLLER, "/etc/munge/munge.key")
+    try:
+        proc = playbook(SCENARIO / "converge.yml", "-e", "slurm_partition=other")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        assert sum(s["changed"] for s in json.loads(proc.stdout)["stats"].values()) >= 3
+        assert host.check_output("sinfo --noheader --format=%P").strip() == "other*"
+    finally:
+        proc = playbook(SCENARIO / "converge.yml")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert host.check_output("sinfo --noheader --format=%P").strip() == "batch*"
+    # The key was not regenerated or redistributed.
+    assert {_sha(n, "/etc/munge/munge.key") for n in NODES} == {key}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"slurm_controller": "head-node"}, "controller: head-node (not in the play)"),
+        ({"slurm_proctrack_type": "proctrack/bogus"}, "slurm_proctrack_type"),
+        ({"slurm_cluster_name": "my cluster;id"}, "names of letters, digits and _ . - only"),
+        ({"slurm_wait_timeout": "soon"}, "slurm_wait_timeout"),
+    ],
+    ids=["unknown-controller", "bad-proctrack", "shell-in-name", "timeout-not-int"],
+)
+def test_bad_input_fails_before_anything_changes(host, extra, message):
+    once(host)
+    before = {n: _sha(n, "/etc/slurm/slurm.conf") for n in NODES}
+    proc = playbook(SCENARIO / "bad_input.yml", "-e", json.dumps(extra))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert message in out, out[-3000:]
+    stats = json.loads(proc.stdout)["stats"] if proc.stdout.startswith("{") else {}
+    assert all(s["changed"] == 0 for s in stats.values()), stats
+    assert {n: _sha(n, "/etc/slurm/slurm.conf") for n in NODES} == before
