@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 [ -n "${VIRTUAL_ENV:-}" ] || source .venv/bin/activate
 
 BUILD_LANE="openmpi python cluster"
-LIGHT_LANE="default artifacts gpu_pip gpu_render wiring"
+LIGHT_LANE="default artifacts gpu_pip gpu_render wiring slurm"
 # Scenarios `make test` (and CI) runs: both lanes. MNC_TEST_FULL=0 leaves
 # out the build lane (a quick run while working on a light role).
 DEFAULT_SCENARIOS="$BUILD_LANE $LIGHT_LANE"
