@@ -14,15 +14,12 @@ import sys
 import traceback
 
 from train.data import DataError, check_data_path
+from train.errors import BenchmarkError
 
 MODELS = ("mlp", "resnet50")
 COMMUNICATORS = ("naive", "flat", "non_cuda_aware", "pure_nccl")
 GPU_COMMUNICATORS = ("flat", "non_cuda_aware", "pure_nccl")
 DEFAULT_BATCHSIZE = {"mlp": 100, "resnet50": 32}
-
-
-class BenchmarkError(Exception):
-    """A problem the user can fix; printed without a traceback."""
 
 
 def _bytes(text: str) -> int | str:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from train import metrics
-from train.bench import p2p_pairs
+from train.ceilings import p2p_pairs
 
 
 def test_summary_statistics_match_numpy():

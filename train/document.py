@@ -1,0 +1,140 @@
+"""The JSON document rank 0 writes, and the Chrome trace of every rank's phases."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+
+import numpy as np
+
+from train import SCHEMA, metrics
+from train.environment import environment
+from train.loop import PHASES, chunk_sizes
+
+
+def write_json(path: str, doc: dict) -> None:
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def chrome_trace(stamps: list[np.ndarray], hosts: list[str]) -> dict:
+    """Chrome trace events ('X' complete events, microseconds), one process per rank."""
+    events = []
+    for rank, st in enumerate(stamps):
+        events.append({"name": "process_name", "ph": "M", "pid": rank,
+                       "args": {"name": f"rank {rank} ({hosts[rank]})"}})
+        events.append({"name": "process_sort_index", "ph": "M", "pid": rank, "args": {"sort_index": rank}})
+        for i, row in enumerate(st):
+            for k, phase in enumerate(PHASES):
+                events.append({"name": phase, "cat": "phase", "ph": "X", "pid": rank, "tid": 0,
+                               "ts": row[k] * 1e6, "dur": (row[k + 1] - row[k]) * 1e6,
+                               "args": {"iteration": i}})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"schema": SCHEMA, "clock": "seconds since a common barrier, per rank"}}
+
+
+def document(args, r, gathered, sweep, p2p, allreduce_bytes) -> dict:
+    size = r.size
+    # durations[rank, iteration, phase]; phases sum to total on every rank by construction
+    durations = np.stack([np.diff(g[0], axis=1) for g in gathered])
+    totals = durations.sum(axis=2)
+    critical = durations.max(axis=0)  # max across ranks, per iteration and phase
+    phases = {name: metrics.summarize(critical[:, k]) for k, name in enumerate(PHASES)}
+    phases["total"] = metrics.summarize(totals.max(axis=0))
+    # The average rank's iteration: these do add up to the total, and wait is the
+    # mean time a rank idles for the slowest one. The report's stacked bars use them.
+    average = durations.mean(axis=0)
+    breakdown = {name: metrics.summarize(average[:, k]) for k, name in enumerate(PHASES)}
+    breakdown["total"] = metrics.summarize(totals.mean(axis=0))
+    spread = durations.max(axis=0) - durations.min(axis=0)  # [iteration, phase], slowest - fastest rank
+    imbalance = spread[:, 0]
+    data_time = np.stack([g[1] for g in gathered]).max(axis=0)
+
+    n = args.iterations
+    walls = np.stack([g[2] for g in gathered]).max(axis=0)  # [round, (plain, instrumented)], slowest rank
+    plain_s, instr_s = (float(x) for x in walls.sum(axis=0))
+    samples = args.batchsize * size * n
+    # The median of the per-round ratios: one round hit by a noisy neighbour does not decide it.
+    overhead = float(np.median(walls[:, 1] / walls[:, 0])) - 1.0
+    barrier_s = max(g[3][0] for g in gathered)
+    syncs_s = max(g[3][1] for g in gathered)
+    estimated = (2 * barrier_s + syncs_s) / (plain_s / n)
+    t_ar = phases["allreduce"]["median"]
+
+    per_rank = []
+    for rk in range(size):
+        means = {name: float(durations[rk, :, k].mean()) for k, name in enumerate(PHASES)}
+        means["total"] = float(totals[rk].mean())
+        per_rank.append({"rank": rk, "host": r.hosts[rk], "mean": means,
+                         "data": float(gathered[rk][1].mean())})
+
+    a = args
+    return {
+        "schema": SCHEMA,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "argv": sys.argv[1:],
+        "units": {"time": "s", "bandwidth": "GB/s (1e9 B/s)", "size": "bytes"},
+        "config": {
+            "model": a.model, "batchsize": a.batchsize, "unit": a.unit if a.model == "mlp" else None,
+            "insize": a.insize if a.model == "resnet50" or r.dataset.format == "list" else None,
+            "classes": a.classes, "communicator": a.communicator, "gpu": a.gpu,
+            "processes": size, "iterations": n, "warmup": a.warmup, "rounds": a.rounds,
+            "data": a.data, "data_format": r.dataset.format,
+            "allreduce_dtype": a.allreduce_dtype, "double_buffering": a.double_buffering,
+            "optimizer": type(r.actual).__name__, "seed": a.seed,
+        },
+        "environment": environment(r),
+        "gradient": {"bytes": r.grad_bytes, "arrays": r.grad_arrays, "elements": r.grad_elements,
+                     "dtype": "float32", "allreduce_bytes": allreduce_bytes},
+        "phases": phases,
+        "phases_note": ("per iteration the max across ranks of each phase (the critical path); "
+                        "total is the max across ranks of each rank's t4 - t0, so the phases "
+                        "add up to more than the total by about the imbalance"),
+        "breakdown": breakdown,
+        "breakdown_note": "per iteration the mean across ranks of each phase; compute + wait + "
+                          "allreduce + update = total for every iteration",
+        "imbalance": metrics.summarize(imbalance),
+        "imbalance_note": "per iteration the slowest minus the fastest rank's compute",
+        "spread": {name: metrics.summarize(spread[:, k]) for k, name in enumerate(PHASES)},
+        "spread_note": "per iteration and phase the slowest minus the fastest rank; the max-across-ranks "
+                       "phases add up to at most the total plus these",
+        "data_loading": metrics.summarize(data_time),
+        "per_rank": per_rank,
+        "throughput": {
+            "samples_per_s": samples / plain_s,
+            "samples_per_s_per_process": samples / plain_s / size,
+            "iterations": n, "samples": samples, "wall": plain_s,
+            "instrumented_samples_per_s": samples / instr_s,
+        },
+        "instrumentation": {
+            "plain_wall": plain_s, "instrumented_wall": instr_s,
+            "rounds": [{"iterations": int(c), "plain_wall": float(w[0]), "instrumented_wall": float(w[1])}
+                       for c, w in zip(chunk_sizes(n, args.rounds), walls, strict=True)],
+            "overhead": overhead, "overhead_percent": overhead * 100.0,
+            "overhead_total_percent": (instr_s / plain_s - 1.0) * 100.0,
+            "barrier": barrier_s, "device_syncs": syncs_s,
+            "estimated_overhead": estimated, "estimated_overhead_percent": estimated * 100.0,
+            "note": "median over rounds of instrumented / plain wall time - 1 (same iterations, "
+                    "alternating passes); the instrumented pass adds two barriers and three device "
+                    "syncs per iteration. estimated_overhead is their idle cost (median barrier and "
+                    "syncs, slowest rank) over the plain iteration time, which a busy shared machine "
+                    "does not blur",
+        },
+        "allreduce": {
+            "bytes": allreduce_bytes, "arrays": r.grad_arrays, "time": t_ar,
+            "algbw": metrics.algbw(allreduce_bytes, t_ar),
+            "busbw": metrics.busbw(allreduce_bytes, t_ar, size),
+            "note": "multi_node_mean_grad, median over iterations of the max across ranks",
+        },
+        "raw_allreduce": sweep,
+        "raw_allreduce_memory": "host",
+        "p2p": p2p,
+        "trace": None,
+    }
