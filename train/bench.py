@@ -13,7 +13,8 @@ import time
 
 import numpy as np
 
-from train import ceilings, document
+from train import ceilings, correctness, document
+from train.errors import BenchmarkError
 from train.loop import Runner, chunk_sizes, log
 
 DTYPE_BYTES = {"float16": 2, "float32": 4}
@@ -42,7 +43,15 @@ def run(args) -> dict | None:
         loading.append(ld)
     stamps = np.concatenate(stamps)
     loading = np.concatenate(loading)
-    log(rank, "timed passes done; measuring raw allreduce and point-to-point bandwidth")
+    # Proof that the gradients were averaged: the ranks' parameters agree.
+    if args.double_buffering:
+        r.optimizer.wait()
+    r.sync()
+    correct = correctness.check(r)
+    if not correct["agree"]:
+        raise BenchmarkError(correctness.failure_message(correct))
+    log(rank, f"parameters agree on every rank (largest difference {correct['relative_diff']:.2g} of the "
+        "largest parameter); measuring raw allreduce and point-to-point bandwidth")
 
     allreduce_bytes = r.grad_bytes
     if args.allreduce_dtype:
@@ -58,6 +67,7 @@ def run(args) -> dict | None:
         return None
 
     doc = document.document(args, r, gathered, sweep, p2p, allreduce_bytes)
+    doc["correctness"] = correct
     if args.trace:
         document.write_json(args.trace, document.chrome_trace([g[0] for g in gathered], r.hosts))
         doc["trace"] = os.path.abspath(args.trace)

@@ -24,14 +24,16 @@ def mpi_env() -> dict:
                 OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
 
 
-def run_train(args: list[str], processes: int | None = 2, timeout: int = 180) -> subprocess.CompletedProcess:
-    """``[mpiexec -n p] python -m train args`` from the repository root."""
+def run_train(args: list[str], processes: int | None = 2, timeout: int = 180, cwd: Path = ROOT,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """``[mpiexec -n p] python -m train args`` from the repository root (or ``cwd``)."""
     argv = [sys.executable, "-m", "train", *args]
     if processes is not None:
         if MPIEXEC is None:
             pytest.fail("mpiexec is not on PATH (install openmpi-bin)")
         argv = [MPIEXEC, "-n", str(processes), *argv]
-    return subprocess.run(argv, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(argv, cwd=cwd, env={**mpi_env(), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def run_ok(args: list[str], out: Path, processes: int | None = 2, timeout: int = 180) -> dict:

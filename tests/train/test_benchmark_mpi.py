@@ -215,3 +215,47 @@ def test_a_rank_that_fails_mid_run_takes_the_job_down(tmp_path):
     assert proc.returncode != 0
     assert "train: error:" in proc.stderr and "truncated" in proc.stderr
     assert "[rank " in proc.stderr
+
+
+# -- gradients proven reduced -----------------------------------------------------------------
+def test_every_rank_ends_with_the_same_parameters(two_ranks):
+    doc, _, _ = two_ranks
+    c = doc["correctness"]
+    assert c["agree"] is True
+    assert [r["rank"] for r in c["per_rank"]] == [0, 1]
+    assert {r["host"] for r in c["per_rank"]} == set(doc["environment"]["hosts"])
+    # one model: the same bytes on both ranks, and the largest difference within the tolerance
+    assert len({r["sha256"] for r in c["per_rank"]}) == 1 and c["bitwise_identical"] is True
+    assert c["relative_diff"] <= c["tolerance"] == 1e-5
+    assert c["elements"] == doc["gradient"]["elements"]
+
+
+def test_a_rank_whose_parameters_differ_fails_the_run(tmp_path):
+    out = tmp_path / "never.json"
+    proc = run_train([*QUICK, "--out", str(out)], processes=2, env={"MNCBENCH_TEST_PERTURB_RANK": "1"})
+    assert proc.returncode != 0
+    assert "the ranks' parameters differ after the timed passes, so the gradients were not averaged" \
+        in proc.stderr, proc.stderr
+    assert "rank 0" in proc.stderr and "rank 1" in proc.stderr
+    assert not out.exists()
+
+
+REDUCTION = "comm.multi_node_mean_grad(model, opt.zero_fill)"
+
+
+def test_a_benchmark_that_skips_the_reduction_fails(tmp_path):
+    # The mutation the check exists for: the timed loop's allreduce replaced by `pass`.
+    import shutil
+
+    from tests.train.conftest import ROOT
+
+    shutil.copytree(ROOT / "train", tmp_path / "train", ignore=shutil.ignore_patterns("__pycache__"))
+    loop = tmp_path / "train" / "loop.py"
+    text = loop.read_text()
+    assert text.count(REDUCTION) == 1, "the timed loop's reduction call moved; update this test"
+    loop.write_text(text.replace(REDUCTION, "pass"))
+    out = tmp_path / "never.json"
+    proc = run_train([*QUICK, "--out", str(out)], processes=2, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "the gradients were not averaged" in proc.stderr, proc.stderr
+    assert not out.exists()
