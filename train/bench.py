@@ -57,8 +57,15 @@ def run(args) -> dict | None:
     if args.allreduce_dtype:
         allreduce_bytes = r.grad_elements * DTYPE_BYTES[args.allreduce_dtype]
     sweep = ceilings.allreduce_sweep(r, ceilings.sweep_sizes(allreduce_bytes, args.sweep_max_bytes),
-                                     args.sweep_iters)
-    p2p = ceilings.p2p(r, args.p2p_bytes, args.p2p_iters)
+                                     args.sweep_iters, allreduce_bytes)
+    measured = {
+        "sweep": sweep,
+        "ceilings": ceilings.at_allreduce_size(r, args, sweep, allreduce_bytes),
+        "p2p": ceilings.p2p(r, args.p2p_bytes, args.p2p_iters),
+        # small messages: the latency a ring or recursive-doubling allreduce pays per step
+        "p2p_latency": ceilings.p2p(r, 8 if args.p2p_bytes else 0, max(20, args.p2p_iters)),
+        "correctness": correct,
+    }
     cost = r.instrumentation_cost()
 
     gathered = r.mpi.gather((stamps, loading, np.array(walls), cost), root=0)
@@ -66,8 +73,7 @@ def run(args) -> dict | None:
         r.mpi.Barrier()
         return None
 
-    doc = document.document(args, r, gathered, sweep, p2p, allreduce_bytes)
-    doc["correctness"] = correct
+    doc = document.document(args, r, gathered, measured, allreduce_bytes)
     if args.trace:
         document.write_json(args.trace, document.chrome_trace([g[0] for g in gathered], r.hosts))
         doc["trace"] = os.path.abspath(args.trace)

@@ -80,16 +80,39 @@ def test_busbw_is_2L_p_minus_1_over_p_over_median_allreduce(two_ranks):
     assert doc["allreduce"]["algbw"] == pytest.approx(L / t / 1e9)
 
 
-def test_raw_allreduce_sweep_covers_8_bytes_to_L(two_ranks):
+def test_raw_allreduce_sweep_holds_exactly_L_with_ten_repetitions(two_ranks):
     doc, _, _ = two_ranks
-    sweep = doc["raw_allreduce"]
+    sweep, L = doc["raw_allreduce"], doc["allreduce"]["bytes"]
     sizes = [r["bytes"] for r in sweep]
-    assert sizes[0] == 8
-    assert sizes[-1] >= doc["gradient"]["bytes"]
-    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+    assert sizes[0] == 8 and sizes[-1] == L  # not the power of two above it
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes[:-1])) and sizes[-2] < L
+    (at_l,) = [r for r in sweep if r["at_L"]]
+    assert at_l["bytes"] == L and at_l["repetitions"] >= 10  # QUICK asks for 3 per size
     for r in sweep:
-        assert r["time"] > 0
+        assert (r["path"], r["layout"], r["dtype"]) == ("host-mpi", "packed", "float32")
+        s = r["spread"]
+        assert r["time"] == s["median"] > 0 and s["q1"] <= s["median"] <= s["q3"]
+        assert s["iqr"] == pytest.approx(s["q3"] - s["q1"])
         assert r["busbw"] == pytest.approx(2 * r["bytes"] * (2 - 1) / 2 / r["time"] / 1e9)
+
+
+def test_ceilings_at_L_are_labelled_with_their_path(two_ranks):
+    doc, _, _ = two_ranks
+    ceil, L = doc["ceilings"], doc["allreduce"]["bytes"]
+    rows = {(r["path"], r["layout"]): r for r in ceil["rows"]}
+    # naive on the CPU: one packed host allreduce of L, and the same per-array allreduces
+    assert set(rows) == {("host-mpi", "packed"), ("host-mpi", "per-array")}
+    packed, per_array = rows["host-mpi", "packed"], rows["host-mpi", "per-array"]
+    assert packed["bytes"] == per_array["bytes"] == L
+    assert (packed["arrays"], per_array["arrays"]) == (1, doc["gradient"]["arrays"])
+    assert all(r["repetitions"] >= 10 and r["label"] for r in ceil["rows"])
+    assert ceil["rows"][ceil["reference"]] is packed or ceil["rows"][ceil["reference"]] == packed
+    ar = doc["allreduce"]
+    assert ar["ceiling"]["path"] == "host-mpi" and ar["ceiling"]["layout"] == "packed"
+    assert ar["framework_overhead"] == pytest.approx(ar["time"] - packed["time"])
+    assert ar["busbw_percent_of_ceiling"] == pytest.approx(100 * ar["busbw"] / packed["busbw"])
+    assert ar["per_array_cost"] == pytest.approx(per_array["time"] - packed["time"])
+    assert ar["exposed_only"] is False
 
 
 def test_p2p_pair_on_one_node(two_ranks):
@@ -156,7 +179,8 @@ def test_resnet50_at_a_small_input_size(tmp_path):
     assert doc["gradient"]["elements"] == 25_557_032 + 64
     assert doc["gradient"]["bytes"] == 4 * (25_557_032 + 64)
     assert doc["gradient"]["arrays"] == 162
-    assert doc["raw_allreduce"] == []
+    # --sweep-max-bytes 0 leaves the one row the comparison needs: exactly L
+    assert [(r["bytes"], r["at_L"]) for r in doc["raw_allreduce"]] == [(doc["gradient"]["bytes"], True)]
 
 
 def test_real_mnist_and_image_list_data(tmp_path):
