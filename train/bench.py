@@ -46,6 +46,7 @@ def run(args) -> dict | None:
     # Proof that the gradients were averaged: the ranks' parameters agree.
     if args.double_buffering:
         r.optimizer.wait()
+        r.read_own_duration()
     r.sync()
     correct = correctness.check(r)
     if not correct["agree"]:
@@ -68,7 +69,7 @@ def run(args) -> dict | None:
     }
     cost = r.instrumentation_cost()
 
-    gathered = r.mpi.gather((stamps, loading, np.array(walls), cost), root=0)
+    gathered = r.mpi.gather((stamps, loading, np.array(walls), cost, np.array(r.own_durations)), root=0)
     if rank != 0:
         r.mpi.Barrier()
         return None
@@ -87,6 +88,11 @@ def run(args) -> dict | None:
         f"{doc['instrumentation']['estimated_overhead_percent']:.2f}% from barrier cost; "
         f"allreduce median {doc['phases']['allreduce']['median'] * 1e3:.3f} ms"
         + (f" -> {args.out}" if args.out else ""))
+    ov = doc["overlap"]
+    log(rank, f"step {ov['measured_step'] * 1e3:.2f} ms measured; perfect-overlap bound max(compute, "
+        f"allreduce) + update = " + (f"{ov['perfect_overlap_step'] * 1e3:.2f} ms"
+                                    if ov["perfect_overlap_step"] is not None else "n/a (allreduce's own "
+                                    "duration not measurable)"))
     r.mpi.Barrier()
     return doc
 

@@ -134,6 +134,7 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
         "p2p": measured["p2p"],
         "p2p_latency": measured["p2p_latency"],
         "correctness": measured["correctness"],
+        "overlap": overlap_record(args, phases, gathered, plain_s / n),
         "trace": None,
     }
 
@@ -165,3 +166,38 @@ def allreduce_record(args, size: int, phases: dict, ceil: dict, allreduce_bytes:
     if per_array is not None and ref is not None:
         rec["per_array_cost"] = per_array["time"] - ref["time"]
     return rec
+
+
+def overlap_record(args, phases: dict, gathered, measured_step: float) -> dict:
+    """How much overlapping communication with compute could still buy.
+
+    The perfect-overlap bound max(compute, allreduce) + update is the step with the
+    allreduce entirely hidden behind compute, against the measured (plain) step. Without
+    double buffering the allreduce's own duration is its phase; with it, the phase is only
+    the exposed wait, and the own duration comes from CUDA events on the reduction's stream.
+    """
+    med = {k: phases[k]["median"] for k in PHASES}
+    exposed = med["allreduce"]
+    own = None
+    if not args.double_buffering:
+        own = phases["allreduce"]
+    else:
+        per_rank = [np.asarray(g[4]) for g in gathered]
+        n = min(len(x) for x in per_rank)
+        if n:
+            own = metrics.summarize(np.stack([x[:n] for x in per_rank]).max(axis=0))
+    own_t = own["median"] if own else None
+    bound = None if own_t is None else max(med["compute"], own_t) + med["update"]
+    return {
+        "double_buffering": bool(args.double_buffering),
+        "allreduce_exposed": exposed,
+        "allreduce_own": own,
+        "hidden": None if own_t is None else max(0.0, own_t - exposed),
+        "serial_step": med["compute"] + med["wait"] + own_t + med["update"] if own_t is not None else None,
+        "perfect_overlap_step": bound,
+        "measured_step": measured_step,
+        "could_gain": None if bound is None else measured_step - bound,
+        "note": "medians of the slowest rank; measured_step is the plain pass's time per iteration; "
+                "perfect_overlap_step = max(compute, allreduce own duration) + update; hidden = own "
+                "duration - exposed wait (0 without double buffering)",
+    }

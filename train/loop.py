@@ -104,6 +104,8 @@ class Runner:
         self.actual = actual
         self.model = model
         self.grad_bytes, self.grad_arrays, self.grad_elements = models.gradient_size(model)
+        self.own_durations: list[float] = []  # double buffering: each timed reduction on its stream
+        self.pending_events = None
 
     # -- passes ---------------------------------------------------------
     def warmup(self) -> None:
@@ -136,13 +138,29 @@ class Runner:
             # _DoubleBufferingOptimizer.update's steps: the exposed allreduce time
             # is the wait for the previous iteration's reduction plus the launch.
             opt.wait()
+            self.read_own_duration()
             opt.swap_grad(opt.target_params_list[0], opt.target_params_list[1])
+            # The reduction's own duration: CUDA events on its stream, read once it has
+            # finished (at the next wait), so they add no synchronisation.
+            cupy = self.cuda.cupy
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(opt.allreduce_grad_stream)
             opt.multi_node_mean_grad_async()
+            end.record(opt.allreduce_grad_stream)
+            self.pending_events = (start, end)
             self.sync()
             times.append(time.perf_counter())
             self.actual.update()
         self.sync()
         times.append(time.perf_counter())
+
+    def read_own_duration(self) -> None:
+        """Seconds the last timed asynchronous reduction took on its stream (double buffering)."""
+        if getattr(self, "pending_events", None) is not None:
+            start, end = self.pending_events
+            end.synchronize()
+            self.own_durations.append(self.cuda.cupy.cuda.get_elapsed_time(start, end) / 1e3)
+            self.pending_events = None
 
     def instrumented(self, n: int, origin: float) -> tuple[float, np.ndarray, np.ndarray]:
         """n timed iterations: (seconds, stamps[n, 5] t0..t4 from origin, data[n])."""

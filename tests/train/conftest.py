@@ -18,6 +18,36 @@ if str(ROOT) not in sys.path:
 MPIEXEC = shutil.which("mpiexec")
 
 
+def cuda_problem() -> str | None:
+    """Why CUDA tests cannot run here, or None when CuPy sees a device."""
+    try:
+        import cupy
+    except Exception as e:  # ImportError, or a CUDA library that does not load
+        return f"CuPy does not import ({type(e).__name__})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device is visible"
+    except Exception as e:
+        return f"no usable CUDA device ({type(e).__name__})"
+    return None
+
+
+CUDA_PROBLEM = cuda_problem()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device; skipped with the reason elsewhere")
+
+
+def pytest_collection_modifyitems(config, items):
+    if CUDA_PROBLEM is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {CUDA_PROBLEM}")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
 def mpi_env() -> dict:
     # Root in a container, two cores: allow both, and one BLAS thread per rank.
     return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

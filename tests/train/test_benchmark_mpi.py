@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.train.conftest import QUICK, mlp_param_bytes, run_ok, run_train
+from tests.train.conftest import CUDA_PROBLEM, QUICK, mlp_param_bytes, run_ok, run_train
 
 pytestmark = pytest.mark.mpi
 
@@ -211,14 +211,18 @@ BAD = [
     (["--model", "vgg16"], "argument --model/-m: invalid choice: 'vgg16'"),
     (["--communicator", "hierarchical"], "argument --communicator: invalid choice: 'hierarchical'"),
     (["--communicator", "pure_nccl"], "communicator 'pure_nccl' runs on GPUs only"),
-    (["--gpu"], "--gpu needs CuPy"),
+    # Bad input only where there is no GPU: with CuPy and no device the message names the device.
+    pytest.param(["--gpu"], "--gpu needs CuPy" if (CUDA_PROBLEM or "").startswith("CuPy") else "--gpu: no",
+                 marks=pytest.mark.skipif(CUDA_PROBLEM is None, reason="a CUDA GPU is here: --gpu is valid"),
+                 id="gpu-without-cuda"),
     (["--double-buffering"], "--double-buffering needs --communicator pure_nccl"),
     (["--data", "/no/such/mnist.npz"], "data path /no/such/mnist.npz does not exist"),
     (["--warmup", "1"], "--warmup must be at least 2"),
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), BAD, ids=[b[0][-1] for b in BAD])
+@pytest.mark.parametrize(("args", "message"), BAD,
+                         ids=[b.id if hasattr(b, "id") else b[0][-1] for b in BAD])
 def test_bad_input_fails_every_rank_before_running(tmp_path, args, message):
     out = tmp_path / "never.json"
     proc = run_train([*QUICK, *args, "--out", str(out)], processes=2, timeout=60)
@@ -283,3 +287,14 @@ def test_a_benchmark_that_skips_the_reduction_fails(tmp_path):
     assert proc.returncode != 0
     assert "the gradients were not averaged" in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def test_perfect_overlap_bound_against_the_measured_step(two_ranks):
+    doc, _, _ = two_ranks
+    ov, med = doc["overlap"], {k: doc["phases"][k]["median"] for k in PHASES}
+    assert ov["double_buffering"] is False
+    # without double buffering the reduction's own duration is its phase, and nothing is hidden
+    assert ov["allreduce_own"] == doc["phases"]["allreduce"] and ov["hidden"] == 0.0
+    assert ov["perfect_overlap_step"] == pytest.approx(max(med["compute"], med["allreduce"]) + med["update"])
+    assert ov["measured_step"] == pytest.approx(doc["throughput"]["wall"] / doc["config"]["iterations"])
+    assert ov["could_gain"] == pytest.approx(ov["measured_step"] - ov["perfect_overlap_step"])
