@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from train import ceilings, correctness, document
+from train import ceilings, correctness, document, environment
 from train.errors import BenchmarkError
 from train.loop import Runner, chunk_sizes, log
 
@@ -66,6 +66,7 @@ def run(args) -> dict | None:
         # small messages: the latency a ring or recursive-doubling allreduce pays per step
         "p2p_latency": ceilings.p2p(r, 8 if args.p2p_bytes else 0, max(20, args.p2p_iters)),
         "correctness": correct,
+        "ranks": r.mpi.gather(environment.rank_record(r), root=0),
     }
     cost = r.instrumentation_cost()
 

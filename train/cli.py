@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         parser.error(problem)
     try:
+        from train import environment
+
+        environment.before_mpi()  # MCA settings take effect at MPI_Init only
         from train import bench
 
         bench.run(args)

@@ -89,7 +89,7 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
             "allreduce_dtype": a.allreduce_dtype, "double_buffering": a.double_buffering,
             "optimizer": type(r.actual).__name__, "seed": a.seed,
         },
-        "environment": environment(r),
+        "environment": environment(r, measured["ranks"]),
         "gradient": {"bytes": r.grad_bytes, "arrays": r.grad_arrays, "elements": r.grad_elements,
                      "dtype": "float32", "allreduce_bytes": allreduce_bytes},
         "phases": phases,

@@ -1,14 +1,201 @@
-"""What a reader needs to judge a run: versions, MPI library, hosts and devices of every rank."""
+"""What a reader needs to judge a run: versions, MPI library, and every rank's host, CPUs and GPU.
+
+Two parts run before MPI starts (``before_mpi``, called by the command line):
+rank 0 asks ``ompi_info`` whether the library was built with CUDA support
+(no fork after MPI_Init), and every rank decides whether MPI should yield
+when idle: ranks that busy-poll on a node with fewer usable CPUs than ranks
+steal each other's time, which shows as a slow network and is not one.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
+import re
+import shutil
+import subprocess
 
 import numpy as np
 
+YIELD_VAR = "OMPI_MCA_mpi_yield_when_idle"
+# What the ranks were told about transports, as mpiexec --mca / -x pass it.
+TRANSPORT_VARS = ("OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_btl_tcp_if_include",
+                  "OMPI_MCA_btl_tcp_if_exclude", "OMPI_MCA_oob_tcp_if_include", "NCCL_SOCKET_IFNAME",
+                  "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_NET", "UCX_NET_DEVICES")
+BEFORE_MPI: dict = {}
 
-def environment(r) -> dict:
+
+# -- CPUs a rank can use -------------------------------------------------------
+def _cgroup_paths() -> list[tuple[str, str]]:
+    """(controllers, path) of this process's cgroups from /proc/self/cgroup."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            out.append((parts[1], parts[2]))
+    return out
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _ancestors(root: str, path: str) -> list[str]:
+    """``root/path`` and each parent up to ``root`` (a container sees its own cgroup as /)."""
+    dirs, p = [], path.strip("/")
+    while True:
+        dirs.append(os.path.join(root, p) if p else root)
+        if not p:
+            return dirs
+        p = os.path.dirname(p)
+
+
+def cpu_quota() -> float | None:
+    """CPUs the cgroup CPU quota allows (cgroup v2 cpu.max, v1 cfs_quota_us), None when unlimited."""
+    limits = []
+    for controllers, path in _cgroup_paths():
+        if controllers == "":  # v2
+            for d in _ancestors("/sys/fs/cgroup", path):
+                text = _read(os.path.join(d, "cpu.max"))
+                if text and not text.startswith("max"):
+                    quota, period = text.split()[:2]
+                    limits.append(int(quota) / int(period))
+        elif "cpu" in controllers.split(","):
+            for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+                for d in _ancestors(base, path):
+                    quota, period = _read(os.path.join(d, "cpu.cfs_quota_us")), _read(
+                        os.path.join(d, "cpu.cfs_period_us"))
+                    if quota and period and int(quota) > 0:
+                        limits.append(int(quota) / int(period))
+    return min(limits) if limits else None
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """'0-3,6' -> {0, 1, 2, 3, 6}."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def node_cpus() -> dict:
+    """CPUs the node (container) gives its ranks: its cpuset, capped by the CPU quota.
+
+    Not the rank's own affinity: MPI binds each rank to a core of its own, which
+    is no shortage.
+    """
+    cpuset = None
+    for controllers, path in _cgroup_paths():
+        names = ("cpuset.cpus.effective",) if controllers == "" else ("cpuset.cpus",)
+        base = "/sys/fs/cgroup" if controllers == "" else "/sys/fs/cgroup/cpuset"
+        if controllers == "" or "cpuset" in controllers.split(","):
+            for d in _ancestors(base, path):
+                for name in names:
+                    text = _read(os.path.join(d, name))
+                    if text:
+                        cpuset = len(parse_cpu_list(text))
+                        break
+                if cpuset:
+                    break
+    total = cpuset or os.cpu_count() or 1
+    quota = cpu_quota()
+    usable = min(float(total), quota) if quota else float(total)
+    return {"cpuset_cpus": total, "cpu_quota": quota, "usable_cpus": usable}
+
+
+def local_ranks() -> int | None:
+    for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None
+
+
+def decide_yield(env: dict, local: int | None, usable: float) -> dict:
+    """Whether to ask Open MPI to yield when idle: the launcher's choice, else only when oversubscribed."""
+    if YIELD_VAR in env:
+        return {"value": env[YIELD_VAR], "source": "launcher (mpiexec --mca or the environment)"}
+    if local and local > usable:
+        return {"value": "1", "source": f"benchmark: {local} ranks on this node, {usable:g} usable CPUs "
+                                        "(busy-polling ranks would steal each other's time)"}
+    return {"value": None, "source": "not set (ranks no more than usable CPUs): Open MPI busy-polls"}
+
+
+# -- before MPI_Init ---------------------------------------------------------------
+def ompi_cuda_support() -> dict:
+    """``mpi_built_with_cuda_support`` from ``ompi_info --parsable --all`` (None when unknown)."""
+    exe = shutil.which("ompi_info")
+    if exe is None:
+        return {"built_with_cuda_support": None, "source": "ompi_info not on PATH"}
+    try:
+        out = subprocess.run([exe, "--parsable", "--all"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"built_with_cuda_support": None, "source": f"{exe}: {e}"}
+    m = re.search(r"^mca:mpi:base:param:mpi_built_with_cuda_support:value:(\w+)$", out, re.M)
+    return {"built_with_cuda_support": None if m is None else m.group(1) == "true", "source": exe}
+
+
+def before_mpi() -> None:
+    """Run on every rank before mpi4py initialises MPI."""
+    cpus = node_cpus()
+    decision = decide_yield(dict(os.environ), local_ranks(), cpus["usable_cpus"])
+    if decision["value"] is not None and YIELD_VAR not in os.environ:
+        os.environ[YIELD_VAR] = decision["value"]
+    BEFORE_MPI.update(cpus=cpus, yield_when_idle=decision)
+    if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")) == "0":
+        BEFORE_MPI["cuda_aware_mpi"] = ompi_cuda_support()
+
+
+# -- after ---------------------------------------------------------------------------
+def rank_record(r) -> dict:
+    """This rank's host, CPUs and device (every rank; gathered by the caller)."""
+    cpus = BEFORE_MPI.get("cpus") or node_cpus()
+    rec = {
+        "rank": r.rank, "host": r.hosts[r.rank], "pid": os.getpid(),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        **cpus,
+        "yield_when_idle": (BEFORE_MPI.get("yield_when_idle") or {}).get("value"),
+        "gpu": None,
+    }
+    if r.cuda is not None:
+        cupy = r.cuda.cupy
+        props = cupy.cuda.runtime.getDeviceProperties(r.device)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        rec["gpu"] = {"device": r.device, "name": name,
+                      "pci_bus_id": "{:04x}:{:02x}:{:02x}.0".format(
+                          props.get("pciDomainID", 0), props.get("pciBusID", 0), props.get("pciDeviceID", 0))}
+    return rec
+
+
+def oversubscribed_hosts(ranks: list[dict]) -> list[dict]:
+    """Hosts whose ranks outnumber the CPUs they can use (node CPUs, or the union of their affinities)."""
+    by_host: dict[str, list[dict]] = {}
+    for rec in ranks:
+        by_host.setdefault(rec["host"], []).append(rec)
+    out = []
+    for host, recs in by_host.items():
+        affinity = set()
+        for rec in recs:
+            affinity.update(rec.get("affinity") or [])
+        usable = min([rec["usable_cpus"] for rec in recs] + ([len(affinity)] if affinity else []))
+        if len(recs) > usable:
+            out.append({"host": host, "ranks": len(recs), "usable_cpus": usable})
+    return out
+
+
+def environment(r, ranks: list[dict]) -> dict:
     MPI = r.MPI
     import mpi4py
 
@@ -27,18 +214,30 @@ def environment(r) -> dict:
         "mpi4py": mpi4py.__version__,
         "mpi_library": mpi_library,
         "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+        "cuda_aware_mpi": BEFORE_MPI.get("cuda_aware_mpi"),
         "communicator_class": type(r.comm).__name__,
         "hosts": r.hosts,
         "nodes": len(counts),
         "processes_per_node": counts,
+        "ranks": ranks,
+        "oversubscribed": oversubscribed_hosts(ranks),
+        "mpi_yield_when_idle": BEFORE_MPI.get("yield_when_idle"),
+        "transport": {k: os.environ.get(k) for k in TRANSPORT_VARS},
+        "transport_note": "as the ranks were told (mpiexec --mca, -x); unset: Open MPI's TCP transport "
+                          "uses every interface that is up, NCCL picks its own",
         "device": "cpu",
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
     if r.cuda is not None:
         cupy = r.cuda.cupy
         env["cupy"] = cupy.__version__
-        props = cupy.cuda.runtime.getDeviceProperties(r.device)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-        env["device"] = f"cuda ({name})"
-        env["gpus"] = r.devices
+        env["device"] = f"cuda ({ranks[0]['gpu']['name']})"
+        env["gpus"] = [dict(rec["gpu"], rank=rec["rank"], host=rec["host"]) for rec in ranks]
+        env["cudnn_enabled"] = bool(r.cuda.cudnn_enabled) and r.chainer.should_use_cudnn(">=auto")
+        try:
+            from cupy.cuda import nccl
+
+            env["nccl_version"] = nccl.get_version()
+        except Exception:
+            env["nccl_version"] = None
     return env

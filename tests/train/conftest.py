@@ -66,8 +66,9 @@ def run_train(args: list[str], processes: int | None = 2, timeout: int = 180, cw
                           timeout=timeout)
 
 
-def run_ok(args: list[str], out: Path, processes: int | None = 2, timeout: int = 180) -> dict:
-    proc = run_train([*args, "--out", str(out)], processes, timeout)
+def run_ok(args: list[str], out: Path, processes: int | None = 2, timeout: int = 180,
+           env: dict | None = None) -> dict:
+    proc = run_train([*args, "--out", str(out)], processes, timeout, env=env)
     assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return json.loads(out.read_text())
 
