@@ -92,8 +92,14 @@ def train_argv(python, options, extra_args=()):
 
 
 def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, export=(),
-                 extra_args=(), timeout=None, timeout_bin=None):
-    """The launcher's argv: ``[timeout] mpiexec -n p [-hostfile H] --map-by ppr:s:node ... command``."""
+                 extra_args=(), timeout=None, timeout_bin=None, yield_when_idle=False):
+    """The launcher's argv: ``[timeout] mpiexec -n p [-hostfile H] --map-by ppr:s:node ... command``.
+
+    ``yield_when_idle`` adds ``--mca mpi_yield_when_idle 1``: ranks waiting in MPI give
+    their core away instead of busy-polling, which is what ranks sharing fewer cores
+    than there are ranks need (the benchmark also sets it itself when a node has fewer
+    CPUs than ranks, but cannot see nodes that share one host's cores).
+    """
     argv = []
     if timeout and timeout_bin:
         # A backstop for an mpiexec that itself hangs (ssh, a dead node): the job's own
@@ -105,6 +111,8 @@ def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, exp
     argv += ["--map-by", f"ppr:{slots_per_node}:node"]
     for name in export:
         argv += ["-x", name]
+    if yield_when_idle:
+        argv += ["--mca", "mpi_yield_when_idle", "1"]
     argv += list(extra_args)
     argv += list(command)
     return argv

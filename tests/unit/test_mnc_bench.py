@@ -124,6 +124,14 @@ def test_command_lines():
     ]
 
 
+def test_yield_when_idle_goes_before_the_users_mpiexec_flags():
+    argv = mnc_bench.mpiexec_argv("mpiexec", 6, 2, ["py"], extra_args=["--mca", "btl", "tcp,self"],
+                                  yield_when_idle=True)
+    assert argv == ["mpiexec", "-n", "6", "--map-by", "ppr:2:node", "--mca", "mpi_yield_when_idle", "1",
+                    "--mca", "btl", "tcp,self", "py"]
+    assert "mpi_yield_when_idle" not in mnc_bench.mpiexec_argv("mpiexec", 6, 2, ["py"])
+
+
 def test_parse_document():
     doc = {"schema": mnc_bench.SCHEMA, "x": 1}
     out = "train: starting\nMNCBENCH_JSON " + json.dumps(doc) + "\ntrain: done\n"
