@@ -52,7 +52,13 @@ def png_size(path: Path) -> tuple[int, int]:
 
 def test_report_files_and_latest_link(documents, tmp_path):
     res = run_module(
-        {"documents": documents, "dest": str(tmp_path), "timestamp": "20260101T000000Z", "launcher": "node1"},
+        {
+            "documents": documents,
+            "dest": str(tmp_path),
+            "timestamp": "20260101T000000Z",
+            "launcher": "node1",
+            "link_gbps": 10,
+        },
         module="mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
@@ -85,6 +91,16 @@ def test_report_files_and_latest_link(documents, tmp_path):
         assert heading in md
     assert "![Throughput and scaling efficiency vs processes](throughput.png)" in md
     assert f"| 2 | 1 | {t2:.1f} | {2 * t1:.1f} |" in md
+    # the verdict leads, per p, and says what the model is
+    head = md.split("## Throughput")[0]
+    assert "## Verdict" in head and "* p = 2 (1 node): allreduce is" in head and "Model of a step:" in head
+    assert "same size" not in md
+    verdict = report["verdict"]
+    assert verdict["link_gbps"] == 10 and [v["processes"] for v in verdict["runs"]] == [1, 2]
+    assert verdict["runs"][1]["percent_of_ceiling"] is not None
+    assert verdict["runs"][1]["ceiling_path"] == "host-mpi"
+    assert all(r["correct"] is True for r in report["runs"])
+    assert res["runs"][1]["verdict"].startswith("p = 2 (1 node): allreduce is")
 
     # a second report moves latest and leaves the first alone
     run_module({"documents": documents, "dest": str(tmp_path), "timestamp": "T2"}, module="mnc_report")
@@ -187,6 +203,8 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
     report = json.loads((latest / "report.json").read_text())
     assert [r["processes"] for r in report["runs"]] == [1, 2]
     assert report["meta"]["launcher"] == "localhost"
+    assert report["verdict"]["headline"] and "p = 2" in report["verdict"]["headline"][0]
+    assert "p=2: " in proc.stdout and "allreduce is" in proc.stdout  # the summary says the verdict
     for png in ("throughput.png", "phases.png", "bandwidth.png"):
         png_size(latest / png)
     first = os.readlink(latest)
