@@ -468,7 +468,9 @@ def render_markdown(report, plots=()):
         "Perfect-overlap bound = max(compute, allreduce's own duration) + update (medians, slowest rank): "
         "the step if communication hid entirely behind compute, against the measured step (plain pass). "
         "With double buffering the allreduce phase is only the exposed wait; its own duration comes from "
-        "CUDA events on the reduction's stream, and hidden = own duration - exposed wait.",
+        "CUDA events on the reduction's stream, and hidden = own duration - exposed wait. The phases "
+        "come from the instrumented pass and the measured step from the plain one, so a negative saving "
+        "means the instrumented iterations ran slower (see the timing overhead), not that overlap costs.",
         "",
         _table(["processes", "allreduce own (ms)", "hidden (ms)", "perfect-overlap step (ms)",
                 "measured step (ms)", "overlap could save (ms)"],
