@@ -50,6 +50,20 @@ options:
       - The link speed the inventory declares (C(mnc_link_gbps)), in Gb/s; the verdict states the
         in-training busbw as a percent of it.
     type: float
+  baseline:
+    description:
+      - A previous report (its directory or its C(report.json)) whose figures go beside the new ones
+        with the change in percent; a throughput or busbw drop beyond O(baseline_tolerance) percent, or a
+        point-to-point drop beyond O(baseline_p2p_tolerance), is flagged in the report.
+    type: path
+  baseline_tolerance:
+    description: Percent drop of throughput or allreduce busbw that is flagged.
+    type: float
+    default: 10
+  baseline_p2p_tolerance:
+    description: Percent drop of point-to-point bandwidth that is flagged.
+    type: float
+    default: 20
   cluster_state:
     description:
       - Fingerprint of what was measured (nodes' stack records, hostfile, benchmark program and
@@ -89,7 +103,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.mnc_bench import PHASES, build_report, render_markdown
-from ansible.module_utils.mnc_verdict import assess
+from ansible.module_utils.mnc_verdict import assess, compare
 
 PHASE_COLOURS = {"compute": "#4C72B0", "wait": "#DD8452", "allreduce": "#C44E52", "update": "#55A868"}
 PLOTS = (
@@ -240,6 +254,9 @@ def main():
             latest_link=dict(type="bool", default=True),
             cluster_state=dict(type="str"),
             link_gbps=dict(type="float"),
+            baseline=dict(type="path"),
+            baseline_tolerance=dict(type="float", default=10.0),
+            baseline_p2p_tolerance=dict(type="float", default=20.0),
         ),
         supports_check_mode=True,
     )
@@ -258,6 +275,19 @@ def main():
         report["verdict"] = assess(report, p["link_gbps"])
     except (KeyError, TypeError, ValueError) as e:
         module.fail_json(msg=f"the documents are not benchmark documents: {e!r}")
+    if p["baseline"]:
+        path = p["baseline"]
+        if os.path.isdir(path):
+            path = os.path.join(path, "report.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                baseline = json.load(f)
+            if baseline.get("schema") != report["schema"]:
+                raise ValueError(f"schema {baseline.get('schema')!r}, not {report['schema']!r}")
+            report["comparison"] = compare(report, baseline, p["baseline_tolerance"],
+                                           p["baseline_p2p_tolerance"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            module.fail_json(msg=f"baseline {path} is not a report this module wrote: {e}")
 
     report_dir = os.path.join(p["dest"], p["timestamp"])
     plots = list(PLOTS) if p["plots"] else []
@@ -294,7 +324,8 @@ def main():
             os.unlink(tmp)
         os.symlink(p["timestamp"], tmp)  # relative: the reports tree can move
         os.replace(tmp, link)
-    module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary)
+    module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary,
+                     comparison=report.get("comparison"))
 
 
 if __name__ == "__main__":

@@ -342,8 +342,23 @@ def _verdict_lines(report):
         return []
     lines = ["## Verdict", ""]
     lines += [f"* {h}" for h in verdict.get("headline") or []]
+    comparison = report.get("comparison")
+    if comparison:
+        lines.append(f"* {comparison['summary']}")
     lines += ["", f"Model of a step: {verdict['model']}.", ""]
     return lines
+
+
+def _comparison_lines(report):
+    comparison = report.get("comparison")
+    if not comparison or not comparison["rows"]:
+        return []
+    rows = [[c["processes"], c["label"], f"{c['baseline']:.4g}", f"{c['value']:.4g}",
+             f"{c['change_percent']:+.1f}%",
+             f"**dropped** (beyond {c['tolerance_percent']:g}%)" if c["dropped"] else "ok"]
+            for c in comparison["rows"]]
+    return [f"## Against the baseline ({comparison['baseline']})", "",
+            _table(["processes", "figure", "baseline", "now", "change", "verdict"], rows), ""]
 
 
 def _verdict_details(report):
@@ -506,6 +521,7 @@ def render_markdown(report, plots=()):
         "",
     ]
     lines += _verdict_details(report)
+    lines += _comparison_lines(report)
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{title}]({name})" for name, title in plots]

@@ -102,10 +102,25 @@ def test_report_files_and_latest_link(documents, tmp_path):
     assert all(r["correct"] is True for r in report["runs"])
     assert res["runs"][1]["verdict"].startswith("p = 2 (1 node): allreduce is")
 
-    # a second report moves latest and leaves the first alone
-    run_module({"documents": documents, "dest": str(tmp_path), "timestamp": "T2"}, module="mnc_report")
+    # a second report, against the first, moves latest and leaves the first alone
+    res = run_module(
+        {"documents": documents, "dest": str(tmp_path), "timestamp": "T2", "baseline": str(run)},
+        module="mnc_report",
+    )
+    assert not res.get("failed"), res.get("msg")
     assert os.readlink(tmp_path / "latest") == "T2"
     assert (run / "report.md").exists()
+    comparison = res["comparison"]
+    assert comparison["baseline"] == "20260101T000000Z"
+    assert {r["processes"] for r in comparison["rows"]} == {1, 2}
+    assert all(r["change_percent"] == pytest.approx(0.0) for r in comparison["rows"])  # same documents
+    assert comparison["drops"] == [] and "no figure dropped" in comparison["summary"]
+    assert "## Against the baseline (20260101T000000Z)" in (tmp_path / "T2" / "report.md").read_text()
+    bad = run_module(
+        {"documents": documents, "dest": str(tmp_path), "timestamp": "T3", "baseline": str(tmp_path / "no")},
+        module="mnc_report",
+    )
+    assert bad["failed"] is True and "is not a report this module wrote" in bad["msg"]
 
 
 def test_report_check_mode_writes_nothing(documents, tmp_path):

@@ -189,3 +189,29 @@ def test_report_markdown_leads_with_the_verdict():
     assert "Model of a step: step = measured compute" in head
     assert "same size" not in md
     assert "| 4 | nccl packed |" in md  # every ceiling at L, labelled with its path
+
+
+def test_baseline_comparison_flags_drops_beyond_their_tolerance():
+    def run(p, thr, busbw, inter):
+        return {"processes": p, "samples_per_s": thr, "busbw": busbw, "ceiling_busbw": None,
+                "p2p_inter_node": inter, "p2p_intra_node": None}
+
+    baseline = {"meta": {"timestamp": "T0"}, "runs": [run(1, 100.0, None, None), run(4, 300.0, 1.0, 1.0)]}
+    now = {"runs": [run(1, 95.0, None, None), run(4, 255.0, 0.95, 0.85), run(8, 500.0, 1.0, 1.0)]}
+    c = mnc_verdict.compare(now, baseline)
+    got = {(r["processes"], r["figure"]): (round(r["change_percent"], 1), r["dropped"]) for r in c["rows"]}
+    assert got == {
+        (1, "samples_per_s"): (-5.0, False),
+        (4, "samples_per_s"): (-15.0, True),  # beyond 10% for collectives
+        (4, "busbw"): (-5.0, False),
+        (4, "p2p_inter_node"): (-15.0, False),  # within 20% for point-to-point
+    }
+    assert c["summary"] == ("Against the baseline T0: throughput (samples/s) at p = 4 dropped 15% "
+                            "(beyond 10%).")
+    assert mnc_verdict.compare(now, baseline, p2p_tolerance=10)["drops"][-1]["figure"] == "p2p_inter_node"
+    other = mnc_verdict.compare({"runs": [run(2, 1, 1, 1)]}, baseline)
+    assert "no process count in common" in other["summary"]
+    rep = {"config": {}, "runs": [], "comparison": c}
+    md = mnc_bench.render_markdown(rep)
+    assert "## Against the baseline (T0)" in md
+    assert "| 4 | throughput (samples/s) | 300 | 255 | -15.0% | **dropped** (beyond 10%) |" in md
