@@ -13,7 +13,7 @@ description:
     C(<dest>/<timestamp>/) with C(report.json), C(report.md), one C(p<N>.json) per run and PNG plots
     (throughput with the ideal line, scaling efficiency, stacked phase times, allreduce bandwidth
     against the ceilings at L, each labelled with its path, and point-to-point), then points
-    C(<dest>/latest) at it.
+    C(<dest>/latest) at it; C(trace.json) merges every run's and rank's phases into one Chrome trace.
   - C(report.md) opens with the verdict per process count (share of the step in allreduce, busbw in
     Gb/s and GB/s against the ceiling at L, point-to-point and the declared link, where the time went,
     what is not the network) and a model of a step that predicts the efficiency at twice the nodes.
@@ -102,7 +102,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_bench import PHASES, build_report, render_markdown
+from ansible.module_utils.mnc_bench import PHASES, build_report, chrome_trace, render_markdown
 from ansible.module_utils.mnc_verdict import assess, compare
 
 PHASE_COLOURS = {"compute": "#4C72B0", "wait": "#DD8452", "allreduce": "#C44E52", "update": "#55A868"}
@@ -291,7 +291,12 @@ def main():
 
     report_dir = os.path.join(p["dest"], p["timestamp"])
     plots = list(PLOTS) if p["plots"] else []
+    trace = chrome_trace(report["documents"])
+    if trace["traceEvents"]:
+        report["trace"] = "trace.json"
     files = [os.path.join(report_dir, n) for n in ("report.json", "report.md")]
+    if report.get("trace"):
+        files.append(os.path.join(report_dir, report["trace"]))
     files += [os.path.join(report_dir, f"p{r['processes']}.json") for r in report["runs"]]
     files += [os.path.join(report_dir, n) for n, _ in plots]
     summary = [dict(r, verdict=v["headline"]) for r, v in zip(report["runs"], report["verdict"]["runs"])]  # noqa: B905
@@ -313,6 +318,8 @@ def main():
         _write(os.path.join(report_dir, f"p{d['config']['processes']}.json"), json.dumps(d, indent=1) + "\n")
     _write(os.path.join(report_dir, "report.json"), json.dumps(report, indent=1) + "\n")
     _write(os.path.join(report_dir, "report.md"), render_markdown(report, plots))
+    if report.get("trace"):
+        _write(os.path.join(report_dir, report["trace"]), json.dumps(trace) + "\n")
     if plt is not None:
         _plot_throughput(plt, report, os.path.join(report_dir, "throughput.png"))
         _plot_phases(plt, report, os.path.join(report_dir, "phases.png"))

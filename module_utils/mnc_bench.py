@@ -314,6 +314,32 @@ def build_report(documents, meta=None):
     }
 
 
+def chrome_trace(documents):
+    """One Chrome trace (chrome://tracing, Perfetto) of every run's ranks, one row per rank.
+
+    Each process is "p=<N> rank <r> (<host>)"; times are microseconds since the run's own
+    common barrier, so runs overlay each other on the time axis and stack as rows.
+    """
+    events = []
+    for d in sorted(documents, key=lambda d: d["config"]["processes"]):
+        tl = d.get("timeline")
+        if not tl:
+            continue
+        p = d["config"]["processes"]
+        for rank, stamps in enumerate(tl["stamps"]):
+            pid = p * 1000 + rank
+            events.append({"name": "process_name", "ph": "M", "pid": pid,
+                           "args": {"name": f"p={p} rank {rank} ({tl['hosts'][rank]})"}})
+            events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}})
+            for i, row in enumerate(stamps):
+                for k, phase in enumerate(tl["phases"]):
+                    events.append({"name": phase, "cat": "phase", "ph": "X", "pid": pid, "tid": 0,
+                                   "ts": row[k] * 1e6, "dur": (row[k + 1] - row[k]) * 1e6,
+                                   "args": {"iteration": i, "processes": p}})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"schema": REPORT_SCHEMA, "clock": "seconds since each run's common barrier"}}
+
+
 # -- Markdown -----------------------------------------------------------------
 def _f(value, fmt="%.2f", none="n/a"):
     return none if value is None else fmt % value
@@ -522,6 +548,10 @@ def render_markdown(report, plots=()):
     ]
     lines += _verdict_details(report)
     lines += _comparison_lines(report)
+    if report.get("trace"):
+        lines += ["## Trace", "",
+                  f"[{report['trace']}]({report['trace']}): every rank's phases, iteration by iteration, one "
+                  "row per rank and run (open it in chrome://tracing or Perfetto).", ""]
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{title}]({name})" for name, title in plots]

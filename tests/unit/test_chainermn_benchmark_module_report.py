@@ -73,7 +73,16 @@ def test_report_files_and_latest_link(documents, tmp_path):
         "report.json",
         "report.md",
         "throughput.png",
+        "trace.json",
     ]
+    # one Chrome trace: every run's ranks as rows, every phase of every iteration
+    trace = json.loads((run / "trace.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    hosts = [(d["config"]["processes"], d["environment"]["hosts"]) for d in documents]
+    expected = [(p, r, h) for p, hs in hosts for r, h in enumerate(hs)]
+    assert names == {f"p={p} rank {r} ({h})" for p, r, h in expected}
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == (1 + 2) * 8 * 4 and all(e["dur"] >= 0 for e in spans)
     for png in ("throughput.png", "phases.png", "bandwidth.png"):
         w, h = png_size(run / png)
         assert w >= 600 and h >= 400
@@ -90,6 +99,7 @@ def test_report_files_and_latest_link(documents, tmp_path):
     ):
         assert heading in md
     assert "![Throughput and scaling efficiency vs processes](throughput.png)" in md
+    assert "[trace.json](trace.json)" in md
     assert f"| 2 | 1 | {t2:.1f} | {2 * t1:.1f} |" in md
     # the verdict leads, per p, and says what the model is
     head = md.split("## Throughput")[0]
