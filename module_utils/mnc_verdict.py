@@ -233,9 +233,12 @@ def _sentences(v, doc, link_gbps):
     words.append((True, first + "."))
     if v["dominant"] and v["lost_per_step"] is not None and v["lost_per_step"] > 0:
         parts = sorted(v["where_lost"].items(), key=lambda kv: -kv[1])
-        words.append((True, "The step is {} longer than at the baseline; the largest part is {}, "
-                            "in all: {}.".format(_ms(v["lost_per_step"]), v["dominant"],
-                                                 ", ".join(f"{k} {_ms(t)}" for k, t in parts))))
+        (top, t_top), rest = parts[0], parts[1:]
+        text = "The step is {} longer than at the baseline; dominant cause: {}, {}".format(
+            _ms(v["lost_per_step"]), top, _ms(t_top))
+        if rest:
+            text += "; then " + ", ".join(f"{k} {_ms(t)}" for k, t in rest)
+        words.append((True, text + "."))
     pc = v["percent_of_ceiling"]
     if pc is not None and pc < CEILING_TARGET:
         why = []
@@ -245,8 +248,8 @@ def _sentences(v, doc, link_gbps):
             why.append("{} framework overhead in all".format(_ms(v["framework_overhead"])))
         words.append((False, "In-training busbw is below {:.0f}% of the ceiling: {}.".format(
             CEILING_TARGET, ", ".join(why) or "see the phase table")))
-    for sig in v["signatures"]:
-        words.append((True, "Not the network: " + sig["text"] + "."))
+    if v["signatures"]:
+        words.append((True, "Not the network: " + "; ".join(sig["text"] for sig in v["signatures"]) + "."))
     m = v["model"]
     if m["error"] is not None:
         if m["within_tolerance"]:

@@ -94,7 +94,7 @@ def test_the_seeds_network_bound_cluster():
     assert text.startswith("p = 16 (4 nodes): allreduce is")
     assert "in-training busbw 5.00 Gb/s (0.625 GB/s)" in text
     assert "95% of the nccl ceiling at L" in text and "50% of the declared 10 Gb/s link" in text
-    assert "the largest part is allreduce on the wire" in text
+    assert "dominant cause: allreduce on the wire (its ceiling at L), 291 ms; then framework overhead" in text
     # the model: compute + update + ring allreduce over 1.0625 GB/s, 50 us
     m = r16["model"]
     expect = 0.260 + mnc_verdict.ring_allreduce_time(L, p, 8.5 / 8, 50e-6)
