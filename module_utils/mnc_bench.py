@@ -306,7 +306,7 @@ def build_report(documents, meta=None):
         "config": {k: v for k, v in first.get("config", {}).items() if k != "processes"},
         "environment": {k: first.get("environment", {}).get(k) for k in
                         ("chainer", "numpy", "cupy", "mpi4py", "mpi_library", "python", "device",
-                         "cuda_aware_mpi", "transport", "nccl_version", "cudnn_enabled")},
+                         "cuda_aware_mpi", "transport", "nccl_version", "nccl", "cudnn_enabled")},
         "gradient": first.get("gradient"),
         "baseline_processes": runs[0]["processes"] if runs else None,
         "runs": runs,
@@ -437,6 +437,17 @@ def render_markdown(report, plots=()):
             {True: "yes", False: "no"}.get(cuda_aware, "unknown")),
         "",
     ]
+    nccl = env.get("nccl")
+    if env.get("nccl_version") or nccl:
+        lines += ["NCCL {}: network {}, interfaces {}, channel transports {}; cuDNN {}.".format(
+            env.get("nccl_version") or "n/a", ", ".join((nccl or {}).get("network") or []) or "n/a",
+            ", ".join((nccl or {}).get("interfaces") or []) or "n/a",
+            ", ".join((nccl or {}).get("transports") or []) or "n/a",
+            {True: "enabled", False: "disabled"}.get(env.get("cudnn_enabled"), "n/a")), ""]
+    transport = {k: v for k, v in (env.get("transport") or {}).items() if v}
+    if transport:
+        lines += ["Transport settings the ranks were given: "
+                  + ", ".join(f"`{k}={v}`" for k, v in sorted(transport.items())) + ".", ""]
     yields = sorted({(r["mpi_yield_when_idle"] or {}).get("source") or "not recorded" for r in runs
                      if (r["mpi_yield_when_idle"] or {}).get("value") is not None})
     if yields:

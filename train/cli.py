@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from train import environment
 
-        environment.before_mpi()  # MCA settings take effect at MPI_Init only
+        # MCA settings take effect at MPI_Init only, NCCL's debug settings at its init
+        environment.before_mpi(nccl=args.gpu and args.communicator == "pure_nccl")
         from train import bench
 
         bench.run(args)

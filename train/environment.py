@@ -147,8 +147,10 @@ def ompi_cuda_support() -> dict:
     return {"built_with_cuda_support": None if m is None else m.group(1) == "true", "source": exe}
 
 
-def before_mpi() -> None:
-    """Run on every rank before mpi4py initialises MPI."""
+def before_mpi(nccl: bool = False) -> None:
+    """Run on every rank before mpi4py initialises MPI (and, with ``nccl``, before NCCL starts)."""
+    if nccl:
+        nccl_debug_setup()
     cpus = node_cpus()
     decision = decide_yield(dict(os.environ), local_ranks(), cpus["usable_cpus"])
     if decision["value"] is not None and YIELD_VAR not in os.environ:
@@ -156,6 +158,68 @@ def before_mpi() -> None:
     BEFORE_MPI.update(cpus=cpus, yield_when_idle=decision)
     if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")) == "0":
         BEFORE_MPI["cuda_aware_mpi"] = ompi_cuda_support()
+
+
+# -- NCCL's own account of what it chose -----------------------------------------------
+NCCL_LINE = re.compile(r"NCCL INFO (.*)$")
+
+
+def nccl_debug_setup() -> None:
+    """Have NCCL write its INFO lines (init and network only) to a file of this rank's own.
+
+    Only when the user has not asked for NCCL_DEBUG themselves: then their setting stands
+    and NCCL prints where they expect.
+    """
+    if "NCCL_DEBUG" in os.environ:
+        return
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="mncbench-nccl-", suffix=".log")
+    os.close(fd)
+    os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=path)
+    BEFORE_MPI["nccl_debug_file"] = path
+
+
+def parse_nccl_info(text: str) -> dict:
+    """NCCL's version, network, interfaces and channel transports from its INFO lines."""
+    out = {"version": None, "network": None, "interfaces": [], "transports": []}
+    for raw in text.splitlines():
+        m = NCCL_LINE.search(raw)
+        if m is None:
+            continue
+        line = m.group(1).strip()
+        v = re.match(r"NCCL version (\S+)", line)
+        if v:
+            out["version"] = v.group(1)
+        n = re.match(r"Using network (\S+)", line)
+        if n:
+            out["network"] = n.group(1)
+        u = re.match(r"NET/(\w+) ?: Using (.*)$", line)
+        if u:
+            for dev in re.findall(r"\[\d+\](\S+?)(?::[\d.]+<\d+>|\s|$)", u.group(2) + " "):
+                name = f"{u.group(1)}:{dev}"
+                if name not in out["interfaces"]:
+                    out["interfaces"].append(name)
+        t = re.search(r" via (\S+)", line)
+        if line.startswith("Channel") and t and t.group(1) not in out["transports"]:
+            out["transports"].append(t.group(1))
+    return out
+
+
+def nccl_debug_read() -> dict | None:
+    """This rank's parsed NCCL INFO lines (and the file removed), or None when not collected."""
+    path = BEFORE_MPI.get("nccl_debug_file")
+    if not path:
+        return None
+    text = ""
+    for candidate in (path, f"{path}.{os.getpid()}"):
+        try:
+            with open(candidate, encoding="utf-8", errors="replace") as f:
+                text += f.read()
+            os.unlink(candidate)
+        except OSError:
+            pass
+    return parse_nccl_info(text)
 
 
 # -- after ---------------------------------------------------------------------------
@@ -168,6 +232,7 @@ def rank_record(r) -> dict:
         **cpus,
         "yield_when_idle": (BEFORE_MPI.get("yield_when_idle") or {}).get("value"),
         "gpu": None,
+        "nccl": nccl_debug_read(),
     }
     if r.cuda is not None:
         cupy = r.cuda.cupy
@@ -240,4 +305,11 @@ def environment(r, ranks: list[dict]) -> dict:
             env["nccl_version"] = nccl.get_version()
         except Exception:
             env["nccl_version"] = None
+        seen = [rec["nccl"] for rec in ranks if rec.get("nccl")]
+        env["nccl"] = None if not seen else {
+            "network": sorted({x["network"] for x in seen if x["network"]}),
+            "interfaces": sorted({i for x in seen for i in x["interfaces"]}),
+            "transports": sorted({t for x in seen for t in x["transports"]}),
+            "note": "from one NCCL_DEBUG=INFO initialisation per rank (subsystems INIT, NET)",
+        }
     return env

@@ -35,6 +35,8 @@ def test_pure_nccl_ceiling_is_nccl_at_L(tmp_path, processes):
     env = doc["environment"]
     assert env["nccl_version"] and env["cudnn_enabled"] in (True, False)
     assert all(g["name"] and g["pci_bus_id"] for g in env["gpus"])
+    if processes > 1:  # NCCL connects ranks only when there are two
+        assert env["nccl"]["transports"], env["nccl"]
 
 
 def test_double_buffering_never_derives_busbw_from_the_exposed_wait(tmp_path, processes):

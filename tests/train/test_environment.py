@@ -74,3 +74,28 @@ def test_more_ranks_than_cpus_make_mpi_yield(tmp_path):
     assert env["mpi_yield_when_idle"]["source"].startswith(f"benchmark: {p} ranks on this node")
     assert all(r["yield_when_idle"] == "1" for r in env["ranks"])
     assert env["oversubscribed"] and env["oversubscribed"][0]["ranks"] == p
+
+
+NCCL_INFO = """\
+node1:2231:2231 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
+node1:2231:2231 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation
+node1:2231:2231 [0] NCCL INFO cudaDriverVersion 12020
+NCCL version 2.18.3+cuda12.2
+node1:2231:2231 [0] NCCL INFO NCCL version 2.18.3+cuda12.2
+node1:2231:2290 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>
+node1:2231:2290 [0] NCCL INFO Using network IB
+node1:2231:2290 [0] NCCL INFO Channel 00/02 :    0   1
+node1:2231:2290 [0] NCCL INFO Channel 00/0 : 0[3b000] -> 1[5e000] via P2P/IPC
+node1:2231:2290 [0] NCCL INFO Channel 01/0 : 1[5e000] -> 2[3b000] [send] via NET/IB/0
+node2:3001:3050 [0] NCCL INFO NET/Socket : Using [0]eth1:192.168.1.2<0> [1]eth2:192.168.2.2<0>
+"""
+
+
+def test_nccl_info_lines_say_network_interfaces_and_transports():
+    got = environment.parse_nccl_info(NCCL_INFO)
+    assert got["version"] == "2.18.3+cuda12.2"
+    assert got["network"] == "IB"
+    assert got["interfaces"] == ["IB:mlx5_0:1/IB", "IB:mlx5_1:1/IB", "Socket:eth1", "Socket:eth2"]
+    assert got["transports"] == ["P2P/IPC", "NET/IB/0"]
+    assert environment.parse_nccl_info("no nccl here") == {"version": None, "network": None,
+                                                           "interfaces": [], "transports": []}

@@ -222,6 +222,18 @@ def test_report_rows_and_markdown():
     assert "Run `20260101T000000Z` on `node1`." in md
 
 
+def test_report_names_nccl_and_transport_settings():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    for d in docs:
+        nccl = {"network": ["IB"], "interfaces": ["IB:mlx5_0:1/IB"], "transports": ["NET/IB/0"]}
+        d["environment"].update(nccl_version=21803, cudnn_enabled=True, nccl=nccl,
+                                transport={"NCCL_SOCKET_IFNAME": "bond0", "OMPI_MCA_btl": None})
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("NCCL 21803: network IB, interfaces IB:mlx5_0:1/IB, channel transports NET/IB/0; "
+            "cuDNN enabled.") in md
+    assert "Transport settings the ranks were given: `NCCL_SOCKET_IFNAME=bond0`." in md
+
+
 def test_report_refuses_other_documents():
     with pytest.raises(ValueError, match="schema"):
         mnc_bench.build_report([{"schema": "x", "config": {"processes": 1}}])
