@@ -296,6 +296,7 @@ def build_report(documents, meta=None):
                                                      "hidden")},
                             allreduce_own=(ov.get("allreduce_own") or {}).get("median")),
             "correct": (d.get("correctness") or {}).get("agree"),
+            "learning": d.get("learning"),
             "mpi_yield_when_idle": env.get("mpi_yield_when_idle"),
             "oversubscribed": env.get("oversubscribed") or [],
         })
@@ -462,6 +463,17 @@ def render_markdown(report, plots=()):
         lines += ["Every rank ended with the same parameters (gradients averaged) at p = "
                   + ", ".join(str(r["processes"]) for r in checked if r["correct"])
                   + ("" if not bad else f"; **not** at p = {bad}") + ".", ""]
+    learned = [r for r in runs if r.get("learning")]
+    if learned:
+        def _acc(x):
+            return "" if x.get("accuracy") is None else f" (accuracy {100 * x['accuracy']:.0f}%)"
+
+        lines += ["Loss on each rank's next batch, after the warm-up -> after the timed passes (mean over "
+                  "ranks; falling means the distributed training learns): " + "; ".join(
+                      "p = {}: {:.4g}{} -> {:.4g}{}".format(
+                          r["processes"], r["learning"]["before"]["loss"], _acc(r["learning"]["before"]),
+                          r["learning"]["after"]["loss"], _acc(r["learning"]["after"])) for r in learned)
+                  + ".", ""]
     lines += [
         "## Throughput and scaling efficiency",
         "",

@@ -28,6 +28,7 @@ def run(args) -> dict | None:
     r.setup()
     log(rank, f"gradient: {r.grad_bytes} bytes in {r.grad_arrays} arrays; warm-up {args.warmup} iterations")
     r.warmup()
+    before = r.evaluate()
 
     # Alternate plain and instrumented chunks: both passes see the same drift.
     chunks = chunk_sizes(args.iterations, args.rounds)
@@ -48,6 +49,7 @@ def run(args) -> dict | None:
         r.optimizer.wait()
         r.read_own_duration()
     r.sync()
+    after = r.evaluate()
     correct = correctness.check(r)
     if not correct["agree"]:
         raise BenchmarkError(correctness.failure_message(correct))
@@ -66,6 +68,9 @@ def run(args) -> dict | None:
         # small messages: the latency a ring or recursive-doubling allreduce pays per step
         "p2p_latency": ceilings.p2p(r, 8 if args.p2p_bytes else 0, max(20, args.p2p_iters)),
         "correctness": correct,
+        "learning": {"before": before, "after": after,
+                     "note": "loss and accuracy on each rank's next batch (mean over ranks, eval mode), "
+                             "after the warm-up and after the timed passes"},
         "ranks": r.mpi.gather(environment.rank_record(r), root=0),
     }
     cost = r.instrumentation_cost()

@@ -134,6 +134,7 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
         "p2p": measured["p2p"],
         "p2p_latency": measured["p2p_latency"],
         "correctness": measured["correctness"],
+        "learning": measured["learning"],
         "overlap": overlap_record(args, phases, gathered, plain_s / n),
         "trace": None,
         # Every rank's t0..t4 per instrumented iteration (seconds since a common barrier, to the

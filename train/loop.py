@@ -188,6 +188,22 @@ class Runner:
             stamps[i] = np.array(times) - origin
         return time.perf_counter() - start, stamps, loading
 
+    def evaluate(self) -> dict:
+        """Loss and accuracy of the model on each rank's next batch, mean over ranks (collective).
+
+        Taken after the warm-up and after the timed passes, outside both: that the loss
+        falls shows the distributed training learns.
+        """
+        x, t = self.to_device(*self.batches.next())
+        with self.chainer.using_config("train", False), self.chainer.no_backprop_mode():
+            loss = float(self.model(x, t).array)
+        accuracy = getattr(self.model, "accuracy", None)
+        accuracy = None if accuracy is None else float(getattr(accuracy, "array", accuracy))
+        mine = np.array([loss, accuracy if accuracy is not None else np.nan])
+        self.mpi.Allreduce(self.MPI.IN_PLACE, mine, op=self.MPI.SUM)
+        mine /= self.size
+        return {"loss": float(mine[0]), "accuracy": None if np.isnan(mine[1]) else float(mine[1])}
+
     def instrumentation_cost(self, n: int = 100) -> tuple[float, float]:
         """Median seconds of one idle barrier and of the three device syncs the timing adds.
 

@@ -245,6 +245,14 @@ def test_a_rank_that_fails_mid_run_takes_the_job_down(tmp_path):
     assert "[rank " in proc.stderr
 
 
+def test_the_distributed_training_learns(two_ranks):
+    # The same synthetic batch every iteration: 20 + 2 Adam steps fit it, on every rank at once.
+    doc, _, _ = two_ranks
+    before, after = doc["learning"]["before"], doc["learning"]["after"]
+    assert after["loss"] < before["loss"] / 2
+    assert after["accuracy"] >= before["accuracy"]
+
+
 # -- gradients proven reduced -----------------------------------------------------------------
 def test_every_rank_ends_with_the_same_parameters(two_ranks):
     doc, _, _ = two_ranks
