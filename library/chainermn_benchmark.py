@@ -90,6 +90,15 @@ options:
     type: list
     elements: str
     default: []
+  mpi_yield_when_idle:
+    description:
+      - Pass C(--mca mpi_yield_when_idle 1) to mpiexec, so that ranks waiting in MPI yield their
+        core instead of busy-polling.
+      - For ranks that outnumber the cores they really have, e.g. the sandbox's containers sharing
+        one host. The benchmark sets it by itself where a node has fewer usable CPUs than ranks, and
+        records in each document who decided.
+    type: bool
+    default: false
   environment:
     description: Environment variables for every rank (set here and exported with C(-x)).
     type: dict
@@ -250,7 +259,8 @@ def _commands(module, counts, slots):
         command = train_argv(p["python"], options, extra)
         cmds.append(mpiexec_argv(p["mpiexec"], n, slots, command, hostfile=p["hostfile"],
                                  export=sorted(p["environment"]), extra_args=p["mpiexec_extra_args"],
-                                 timeout=p["timeout"], timeout_bin=timeout_bin))
+                                 timeout=p["timeout"], timeout_bin=timeout_bin,
+                                 yield_when_idle=p["mpi_yield_when_idle"]))
     return cmds
 
 
@@ -287,6 +297,7 @@ def main():
             data=dict(type="str", default="synthetic"),
             extra_args=dict(type="list", elements="str", default=[]),
             mpiexec_extra_args=dict(type="list", elements="str", default=[]),
+            mpi_yield_when_idle=dict(type="bool", default=False),
             environment=dict(type="dict", default={}),
             timeout=dict(type="int", default=900),
             out_dir=dict(type="path"),

@@ -12,7 +12,11 @@ description:
   - Takes the benchmark documents of a sweep (from M(chainermn_benchmark)) and writes
     C(<dest>/<timestamp>/) with C(report.json), C(report.md), one C(p<N>.json) per run and PNG plots
     (throughput with the ideal line, scaling efficiency, stacked phase times, allreduce bandwidth
-    against the raw MPI allreduce and point-to-point ceilings), then points C(<dest>/latest) at it.
+    against the ceilings at L, each labelled with its path, and point-to-point), then points
+    C(<dest>/latest) at it; C(trace.json) merges every run's and rank's phases into one Chrome trace.
+  - C(report.md) opens with the verdict per process count (share of the step in allreduce, busbw in
+    Gb/s and GB/s against the ceiling at L, point-to-point and the declared link, where the time went,
+    what is not the network) and a model of a step that predicts the efficiency at twice the nodes.
   - Meant to run on the controller (C(delegate_to) C(localhost)); the plots need matplotlib there.
 version_added: "0.1.0"
 author: mncluster contributors
@@ -41,6 +45,25 @@ options:
     description: Point C(<dest>/latest) at this report.
     type: bool
     default: true
+  link_gbps:
+    description:
+      - The link speed the inventory declares (C(mnc_link_gbps)), in Gb/s; the verdict states the
+        in-training busbw as a percent of it.
+    type: float
+  baseline:
+    description:
+      - A previous report (its directory or its C(report.json)) whose figures go beside the new ones
+        with the change in percent; a throughput or busbw drop beyond O(baseline_tolerance) percent, or a
+        point-to-point drop beyond O(baseline_p2p_tolerance), is flagged in the report.
+    type: path
+  baseline_tolerance:
+    description: Percent drop of throughput or allreduce busbw that is flagged.
+    type: float
+    default: 10
+  baseline_p2p_tolerance:
+    description: Percent drop of point-to-point bandwidth that is flagged.
+    type: float
+    default: 20
   cluster_state:
     description:
       - Fingerprint of what was measured (nodes' stack records, hostfile, benchmark program and
@@ -79,13 +102,14 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_bench import PHASES, build_report, render_markdown
+from ansible.module_utils.mnc_bench import PHASES, build_report, chrome_trace, render_markdown
+from ansible.module_utils.mnc_verdict import assess, compare
 
 PHASE_COLOURS = {"compute": "#4C72B0", "wait": "#DD8452", "allreduce": "#C44E52", "update": "#55A868"}
 PLOTS = (
     ("throughput.png", "Throughput and scaling efficiency vs processes"),
     ("phases.png", "Time per iteration by phase vs processes"),
-    ("bandwidth.png", "Allreduce bus bandwidth against raw MPI allreduce and point-to-point"),
+    ("bandwidth.png", "Allreduce bus bandwidth against its labelled ceilings and point-to-point"),
 )
 
 
@@ -168,7 +192,14 @@ def _plot_bandwidth(plt, report, path):
         sweep = [r for r in d.get("raw_allreduce") or [] if r["busbw"]]
         if sweep:
             ax.plot([r["bytes"] for r in sweep], [r["busbw"] for r in sweep], "-", color=colour,
-                    label=f"raw MPI_Allreduce, p={p}")
+                    label=f"host-mpi packed: one MPI_Allreduce of a host buffer, p={p}")
+        for c in (d.get("ceilings") or {}).get("rows", []):
+            if c.get("busbw") and c.get("layout") == "packed" and c.get("path") != "host-mpi":
+                ax.plot([c["bytes"]], [c["busbw"]], "D", color=colour, mec="black",
+                        label=f"{c['path']} ceiling at L, p={p}")
+            elif c.get("busbw") and c.get("layout") == "per-array":
+                ax.plot([c["bytes"]], [c["busbw"]], "v", color=colour, mec="black", markersize=9,
+                        label=f"{c['path']} per-array allreduces, p={p}")
         ar = d["allreduce"]
         if ar.get("busbw"):
             ax.plot([ar["bytes"]], [ar["busbw"]], "*", color=colour, markersize=14, mec="black",
@@ -222,6 +253,10 @@ def main():
             plots=dict(type="bool", default=True),
             latest_link=dict(type="bool", default=True),
             cluster_state=dict(type="str"),
+            link_gbps=dict(type="float"),
+            baseline=dict(type="path"),
+            baseline_tolerance=dict(type="float", default=10.0),
+            baseline_p2p_tolerance=dict(type="float", default=20.0),
         ),
         supports_check_mode=True,
     )
@@ -234,16 +269,37 @@ def main():
         meta = {"timestamp": p["timestamp"], "launcher": p["launcher"]}
         if p["cluster_state"]:
             meta["cluster_state"] = p["cluster_state"]
+        if p["link_gbps"]:
+            meta["link_gbps"] = p["link_gbps"]
         report = build_report(p["documents"], meta)
+        report["verdict"] = assess(report, p["link_gbps"])
     except (KeyError, TypeError, ValueError) as e:
         module.fail_json(msg=f"the documents are not benchmark documents: {e!r}")
+    if p["baseline"]:
+        path = p["baseline"]
+        if os.path.isdir(path):
+            path = os.path.join(path, "report.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                baseline = json.load(f)
+            if baseline.get("schema") != report["schema"]:
+                raise ValueError(f"schema {baseline.get('schema')!r}, not {report['schema']!r}")
+            report["comparison"] = compare(report, baseline, p["baseline_tolerance"],
+                                           p["baseline_p2p_tolerance"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            module.fail_json(msg=f"baseline {path} is not a report this module wrote: {e}")
 
     report_dir = os.path.join(p["dest"], p["timestamp"])
     plots = list(PLOTS) if p["plots"] else []
+    trace = chrome_trace(report["documents"])
+    if trace["traceEvents"]:
+        report["trace"] = "trace.json"
     files = [os.path.join(report_dir, n) for n in ("report.json", "report.md")]
+    if report.get("trace"):
+        files.append(os.path.join(report_dir, report["trace"]))
     files += [os.path.join(report_dir, f"p{r['processes']}.json") for r in report["runs"]]
     files += [os.path.join(report_dir, n) for n, _ in plots]
-    summary = [{k: v for k, v in r.items()} for r in report["runs"]]
+    summary = [dict(r, verdict=v["headline"]) for r, v in zip(report["runs"], report["verdict"]["runs"])]  # noqa: B905
     if module.check_mode:
         module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary)
 
@@ -262,6 +318,8 @@ def main():
         _write(os.path.join(report_dir, f"p{d['config']['processes']}.json"), json.dumps(d, indent=1) + "\n")
     _write(os.path.join(report_dir, "report.json"), json.dumps(report, indent=1) + "\n")
     _write(os.path.join(report_dir, "report.md"), render_markdown(report, plots))
+    if report.get("trace"):
+        _write(os.path.join(report_dir, report["trace"]), json.dumps(trace) + "\n")
     if plt is not None:
         _plot_throughput(plt, report, os.path.join(report_dir, "throughput.png"))
         _plot_phases(plt, report, os.path.join(report_dir, "phases.png"))
@@ -273,7 +331,8 @@ def main():
             os.unlink(tmp)
         os.symlink(p["timestamp"], tmp)  # relative: the reports tree can move
         os.replace(tmp, link)
-    module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary)
+    module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary,
+                     comparison=report.get("comparison"))
 
 
 if __name__ == "__main__":

@@ -92,8 +92,14 @@ def train_argv(python, options, extra_args=()):
 
 
 def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, export=(),
-                 extra_args=(), timeout=None, timeout_bin=None):
-    """The launcher's argv: ``[timeout] mpiexec -n p [-hostfile H] --map-by ppr:s:node ... command``."""
+                 extra_args=(), timeout=None, timeout_bin=None, yield_when_idle=False):
+    """The launcher's argv: ``[timeout] mpiexec -n p [-hostfile H] --map-by ppr:s:node ... command``.
+
+    ``yield_when_idle`` adds ``--mca mpi_yield_when_idle 1``: ranks waiting in MPI give
+    their core away instead of busy-polling, which is what ranks sharing fewer cores
+    than there are ranks need (the benchmark also sets it itself when a node has fewer
+    CPUs than ranks, but cannot see nodes that share one host's cores).
+    """
     argv = []
     if timeout and timeout_bin:
         # A backstop for an mpiexec that itself hangs (ssh, a dead node): the job's own
@@ -105,6 +111,8 @@ def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, exp
     argv += ["--map-by", f"ppr:{slots_per_node}:node"]
     for name in export:
         argv += ["-x", name]
+    if yield_when_idle:
+        argv += ["--mca", "mpi_yield_when_idle", "1"]
     argv += list(extra_args)
     argv += list(command)
     return argv
@@ -205,6 +213,28 @@ def _p2p(doc, kind):
     return None
 
 
+def _quartiles(values):
+    """(median, q1, q3, iqr) with numpy's default (linear) interpolation; Nones when empty."""
+    xs = sorted(float(v) for v in values)
+    if not xs:
+        return {"median": None, "q1": None, "q3": None, "iqr": None}
+
+    def q(frac):
+        pos = (len(xs) - 1) * frac
+        lo = int(pos)
+        hi = min(lo + 1, len(xs) - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+    return {"median": q(0.5), "q1": q(0.25), "q3": q(0.75), "iqr": q(0.75) - q(0.25)}
+
+
+def round_throughput(doc):
+    """samples/s of each plain round (the spread the single throughput hides)."""
+    cfg, rounds = doc["config"], doc["instrumentation"].get("rounds") or []
+    per_iter = cfg.get("batchsize", 0) * cfg["processes"]
+    return [per_iter * r["iterations"] / r["plain_wall"] for r in rounds if r.get("plain_wall")]
+
+
 def build_report(documents, meta=None):
     """One report dict from the benchmark documents of a sweep."""
     docs = sorted(documents, key=lambda d: d["config"]["processes"])
@@ -218,10 +248,14 @@ def build_report(documents, meta=None):
         p = d["config"]["processes"]
         ar = d["allreduce"]
         raw = nearest_sweep_row(d.get("raw_allreduce"), ar["bytes"])
+        ceiling = ar.get("ceiling") or {}
+        ov = d.get("overlap") or {}
+        env = d["environment"]
         runs.append({
             "processes": p,
-            "nodes": d["environment"].get("nodes"),
+            "nodes": env.get("nodes"),
             "samples_per_s": d["throughput"]["samples_per_s"],
+            "samples_per_s_rounds": _quartiles(round_throughput(d)),
             "ideal_samples_per_s": eff[p]["ideal_samples_per_s"],
             "speedup": eff[p]["speedup"],
             "efficiency": eff[p]["efficiency"],
@@ -230,19 +264,41 @@ def build_report(documents, meta=None):
             "phases_median": {k: d["phases"][k]["median"] for k in (*PHASES, "total")},
             "phases_mean": {k: d["phases"][k]["mean"] for k in (*PHASES, "total")},
             "phases_p95": {k: d["phases"][k]["p95"] for k in (*PHASES, "total")},
+            "phases_iqr": {k: d["phases"][k].get("iqr") for k in (*PHASES, "total")},
             "breakdown_mean": {k: d["breakdown"][k]["mean"]
                                for k in (*PHASES, "total")},
             "imbalance_median": d["imbalance"]["median"],
+            "data_loading_median": (d.get("data_loading") or {}).get("median"),
+            "data_loading_iqr": (d.get("data_loading") or {}).get("iqr"),
             "allreduce_bytes": ar["bytes"],
             "allreduce_time": ar["time"],
+            "allreduce_exposed_only": ar.get("exposed_only", False),
             "algbw": ar["algbw"],
             "busbw": ar["busbw"],
+            "ceiling_path": ceiling.get("path"),
+            "ceiling_label": ceiling.get("label"),
+            "ceiling_time": ceiling.get("time"),
+            "ceiling_busbw": ceiling.get("busbw"),
+            "busbw_percent_of_ceiling": ar.get("busbw_percent_of_ceiling"),
+            "framework_overhead": ar.get("framework_overhead"),
+            "per_array_cost": ar.get("per_array_cost"),
+            "ceilings_at_L": [dict({k: c.get(k) for k in ("path", "layout", "label", "arrays", "repetitions",
+                                                           "time", "busbw")},
+                                   iqr=(c.get("spread") or {}).get("iqr"))
+                              for c in (d.get("ceilings") or {}).get("rows", [])],
             "raw_allreduce_bytes": raw["bytes"] if raw else None,
             "raw_allreduce_busbw": raw["busbw"] if raw else None,
             "raw_allreduce_peak_busbw": max((r["busbw"] for r in d.get("raw_allreduce") or []
                                              if r["busbw"] is not None), default=None),
             "p2p_inter_node": _p2p(d, "inter-node"),
             "p2p_intra_node": _p2p(d, "intra-node"),
+            "overlap": dict({k: ov.get(k) for k in ("perfect_overlap_step", "measured_step", "could_gain",
+                                                     "hidden")},
+                            allreduce_own=(ov.get("allreduce_own") or {}).get("median")),
+            "correct": (d.get("correctness") or {}).get("agree"),
+            "learning": d.get("learning"),
+            "mpi_yield_when_idle": env.get("mpi_yield_when_idle"),
+            "oversubscribed": env.get("oversubscribed") or [],
         })
     first = docs[0] if docs else {}
     return {
@@ -250,12 +306,39 @@ def build_report(documents, meta=None):
         "meta": dict(meta or {}),
         "config": {k: v for k, v in first.get("config", {}).items() if k != "processes"},
         "environment": {k: first.get("environment", {}).get(k) for k in
-                        ("chainer", "numpy", "cupy", "mpi4py", "mpi_library", "python", "device")},
+                        ("chainer", "numpy", "cupy", "mpi4py", "mpi_library", "python", "device",
+                         "cuda_aware_mpi", "transport", "nccl_version", "nccl", "cudnn_enabled")},
         "gradient": first.get("gradient"),
         "baseline_processes": runs[0]["processes"] if runs else None,
         "runs": runs,
         "documents": docs,
     }
+
+
+def chrome_trace(documents):
+    """One Chrome trace (chrome://tracing, Perfetto) of every run's ranks, one row per rank.
+
+    Each process is "p=<N> rank <r> (<host>)"; times are microseconds since the run's own
+    common barrier, so runs overlay each other on the time axis and stack as rows.
+    """
+    events = []
+    for d in sorted(documents, key=lambda d: d["config"]["processes"]):
+        tl = d.get("timeline")
+        if not tl:
+            continue
+        p = d["config"]["processes"]
+        for rank, stamps in enumerate(tl["stamps"]):
+            pid = p * 1000 + rank
+            events.append({"name": "process_name", "ph": "M", "pid": pid,
+                           "args": {"name": f"p={p} rank {rank} ({tl['hosts'][rank]})"}})
+            events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}})
+            for i, row in enumerate(stamps):
+                for k, phase in enumerate(tl["phases"]):
+                    events.append({"name": phase, "cat": "phase", "ph": "X", "pid": pid, "tid": 0,
+                                   "ts": row[k] * 1e6, "dur": (row[k + 1] - row[k]) * 1e6,
+                                   "args": {"iteration": i, "processes": p}})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"schema": REPORT_SCHEMA, "clock": "seconds since each run's common barrier"}}
 
 
 # -- Markdown -----------------------------------------------------------------
@@ -267,39 +350,144 @@ def _ms(seconds):
     return _f(None if seconds is None else seconds * 1e3, "%.2f")
 
 
+def _ms_iqr(median, iqr):
+    """'12.30 (IQR 1.20)' in milliseconds."""
+    if median is None:
+        return "n/a"
+    return _ms(median) + ("" if iqr is None else f" ({_ms(iqr)})")
+
+
 def _table(header, rows):
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
 
 
+def _verdict_lines(report):
+    verdict = report.get("verdict")
+    if not verdict:
+        return []
+    lines = ["## Verdict", ""]
+    lines += [f"* {h}" for h in verdict.get("headline") or []]
+    comparison = report.get("comparison")
+    if comparison:
+        lines.append(f"* {comparison['summary']}")
+    lines += ["", f"Model of a step: {verdict['model']}.", ""]
+    return lines
+
+
+def _comparison_lines(report):
+    comparison = report.get("comparison")
+    if not comparison or not comparison["rows"]:
+        return []
+    rows = [[c["processes"], c["label"], f"{c['baseline']:.4g}", f"{c['value']:.4g}",
+             f"{c['change_percent']:+.1f}%",
+             f"**dropped** (beyond {c['tolerance_percent']:g}%)" if c["dropped"] else "ok"]
+            for c in comparison["rows"]]
+    return [f"## Against the baseline ({comparison['baseline']})", "",
+            _table(["processes", "figure", "baseline", "now", "change", "verdict"], rows), ""]
+
+
+def _verdict_details(report):
+    verdict = report.get("verdict")
+    if not verdict:
+        return []
+    lines = ["## The verdict in full", ""]
+    for v in verdict["runs"]:
+        lines.append(f"* **p = {v['processes']}**: " + " ".join(v["sentences"]))
+    lines.append("")
+    rows = []
+    for v in verdict["runs"]:
+        m = v["model"]
+        rows.append([v["processes"], _ms(m["predicted_allreduce"]), _ms(m["predicted_step"]),
+                     _ms(m["measured_step"]), _f(None if m["error"] is None else 100 * m["error"], "%+.0f%%"),
+                     {True: "yes", False: "**no**", None: "n/a"}[m["within_tolerance"]],
+                     m["link"] or "n/a", _f(m["bandwidth"], "%.3f"), _f(None if m["latency"] is None
+                                                                      else m["latency"] * 1e6, "%.1f")])
+    lines += ["Step model against the measured step (plain pass), ms; within 25% or not:", "",
+              _table(["processes", "predicted allreduce", "predicted step", "measured step", "error",
+                      "within 25%", "link", "p2p GB/s", "p2p latency us"], rows), ""]
+    pred = verdict.get("prediction")
+    if pred:
+        lines += [f"At {pred['nodes']} nodes ({pred['processes']} processes) the model predicts a step of "
+                  f"{_ms(pred['predicted_step'])} ms against {_ms(pred['baseline_step'])} ms at the "
+                  "baseline: "
+                  f"weak-scaling efficiency {100 * pred['efficiency']:.0f}% ({pred['link']} link, "
+                  f"{_f(pred['bandwidth'], '%.3f')} GB/s).", ""]
+    return lines
+
+
 def render_markdown(report, plots=()):
-    """report.md: configuration, then the three tables, then the plots."""
+    """report.md: the verdict, configuration, then the tables, then the plots."""
     cfg, grad, runs = report["config"], report.get("gradient") or {}, report["runs"]
     meta, env = report.get("meta", {}), report.get("environment", {})
     lines = ["# ChainerMN scaling report", ""]
     if meta.get("timestamp"):
         where = f" on `{meta['launcher']}`" if meta.get("launcher") else ""
         lines += [f"Run `{meta['timestamp']}`{where}.", ""]
+    lines += _verdict_lines(report)
+    cuda_aware = (env.get("cuda_aware_mpi") or {}).get("built_with_cuda_support")
     lines += [
         "Model **{}**, {} samples per process per iteration (weak scaling), communicator **{}**, {}, "
         "{} timed iterations per pass.".format(
             cfg.get("model"), cfg.get("batchsize"), cfg.get("communicator"),
             env.get("device") or "cpu", cfg.get("iterations")),
-        "Gradient L = {} bytes ({:.2f} MB) in {} arrays. Chainer {}, {}.".format(
+        "Gradient L = {} bytes ({:.2f} MB) in {} arrays. Chainer {}, {} (CUDA-aware: {}).".format(
             grad.get("bytes"), (grad.get("bytes") or 0) / 1e6, grad.get("arrays"),
-            env.get("chainer"), env.get("mpi_library")),
+            env.get("chainer"), env.get("mpi_library"),
+            {True: "yes", False: "no"}.get(cuda_aware, "unknown")),
         "",
+    ]
+    nccl = env.get("nccl")
+    if env.get("nccl_version") or nccl:
+        lines += ["NCCL {}: network {}, interfaces {}, channel transports {}; cuDNN {}.".format(
+            env.get("nccl_version") or "n/a", ", ".join((nccl or {}).get("network") or []) or "n/a",
+            ", ".join((nccl or {}).get("interfaces") or []) or "n/a",
+            ", ".join((nccl or {}).get("transports") or []) or "n/a",
+            {True: "enabled", False: "disabled"}.get(env.get("cudnn_enabled"), "n/a")), ""]
+    transport = {k: v for k, v in (env.get("transport") or {}).items() if v}
+    if transport:
+        lines += ["Transport settings the ranks were given: "
+                  + ", ".join(f"`{k}={v}`" for k, v in sorted(transport.items())) + ".", ""]
+    yields = sorted({(r["mpi_yield_when_idle"] or {}).get("source") or "not recorded" for r in runs
+                     if (r["mpi_yield_when_idle"] or {}).get("value") is not None})
+    if yields:
+        lines += ["MPI yields when idle (`mpi_yield_when_idle`): " + "; ".join(yields) + ".", ""]
+    for r in runs:
+        for o in r["oversubscribed"]:
+            lines += [f"p = {r['processes']}: {o['ranks']} ranks on {o['host']}, which gives them "
+                      f"{o['usable_cpus']:g} usable CPUs.", ""]
+    bad = [r["processes"] for r in runs if r["correct"] is False]
+    checked = [r for r in runs if r["correct"] is not None]
+    if checked:
+        lines += ["Every rank ended with the same parameters (gradients averaged) at p = "
+                  + ", ".join(str(r["processes"]) for r in checked if r["correct"])
+                  + ("" if not bad else f"; **not** at p = {bad}") + ".", ""]
+    learned = [r for r in runs if r.get("learning")]
+    if learned:
+        def _acc(x):
+            return "" if x.get("accuracy") is None else f" (accuracy {100 * x['accuracy']:.0f}%)"
+
+        lines += ["Loss on each rank's next batch, after the warm-up -> after the timed passes (mean over "
+                  "ranks; falling means the distributed training learns): " + "; ".join(
+                      "p = {}: {:.4g}{} -> {:.4g}{}".format(
+                          r["processes"], r["learning"]["before"]["loss"], _acc(r["learning"]["before"]),
+                          r["learning"]["after"]["loss"], _acc(r["learning"]["after"])) for r in learned)
+                  + ".", ""]
+    lines += [
         "## Throughput and scaling efficiency",
         "",
         f"Efficiency = throughput / (p x per-process throughput at p = {report.get('baseline_processes')}).",
         "",
         _table(["processes", "nodes", "samples/s", "ideal samples/s", "speedup", "efficiency",
-                "timing overhead measured", "timing overhead from barrier cost"],
+                "timing overhead measured", "timing overhead from barrier cost",
+                "samples/s per round: median (IQR)"],
                [[r["processes"], _f(r["nodes"], "%d"), _f(r["samples_per_s"], "%.1f"),
                  _f(r["ideal_samples_per_s"], "%.1f"), _f(r["speedup"], "%.2fx"),
                  _f(None if r["efficiency"] is None else r["efficiency"] * 100, "%.1f%%"),
-                 _f(r["overhead_percent"], "%+.2f%%"), _f(r["estimated_overhead_percent"], "%.2f%%")]
+                 _f(r["overhead_percent"], "%+.2f%%"), _f(r["estimated_overhead_percent"], "%.2f%%"),
+                 "{} ({})".format(_f(r["samples_per_s_rounds"]["median"], "%.1f"),
+                                  _f(r["samples_per_s_rounds"]["iqr"], "%.1f"))]
                 for r in runs]),
         "",
         "Timing overhead measured: instrumented vs plain iterations, alternating (median over rounds); "
@@ -308,19 +496,22 @@ def render_markdown(report, plots=()):
         "",
         "## Where an iteration's time goes",
         "",
-        "Milliseconds per iteration: median over iterations of the slowest rank in each phase "
+        "Milliseconds per iteration: median (IQR) over iterations of the slowest rank in each phase "
         "(the critical path); wait is the barrier after compute, i.e. load imbalance. Each phase's "
         "slowest rank is taken on its own, so the phases can add up to more than the total, by "
-        "about the compute imbalance (slowest minus fastest rank's compute).",
+        "about the compute imbalance (slowest minus fastest rank's compute). Data loading (the next "
+        "batch, before the iteration's first barrier) is outside the phases.",
         "",
     ]
     rows = []
     for r in runs:
-        med = r["phases_median"]
-        rows.append([r["processes"], *(_ms(med[k]) for k in PHASES), _ms(med["total"]),
-                     _ms(r["phases_p95"]["total"]), _ms(r["imbalance_median"])])
+        med, iqr = r["phases_median"], r["phases_iqr"]
+        rows.append([r["processes"], *(_ms_iqr(med[k], iqr[k]) for k in PHASES),
+                     _ms_iqr(med["total"], iqr["total"]),
+                     _ms(r["phases_p95"]["total"]), _ms(r["imbalance_median"]),
+                     _ms_iqr(r["data_loading_median"], r["data_loading_iqr"])])
     lines += [_table(["processes", "compute", "wait", "allreduce", "update", "total", "total p95",
-                      "imbalance"], rows), ""]
+                      "imbalance", "data loading"], rows), ""]
     lines += [
         "The average rank (mean over iterations and ranks; these add up to the total, and are the "
         "stacked bars of phases.png), with each phase's share:",
@@ -336,18 +527,54 @@ def render_markdown(report, plots=()):
         rows.append([*cells, _ms(total)])
     lines += [_table(["processes", "compute", "wait", "allreduce", "update", "total"], rows), ""]
     lines += [
+        "## Overlap",
+        "",
+        "Perfect-overlap bound = max(compute, allreduce's own duration) + update (medians, slowest rank): "
+        "the step if communication hid entirely behind compute, against the measured step (plain pass). "
+        "With double buffering the allreduce phase is only the exposed wait; its own duration comes from "
+        "CUDA events on the reduction's stream, and hidden = own duration - exposed wait. The phases "
+        "come from the instrumented pass and the measured step from the plain one, so a negative saving "
+        "means the instrumented iterations ran slower (see the timing overhead), not that overlap costs.",
+        "",
+        _table(["processes", "allreduce own (ms)", "hidden (ms)", "perfect-overlap step (ms)",
+                "measured step (ms)", "overlap could save (ms)"],
+               [[r["processes"], _ms(r["overlap"]["allreduce_own"]), _ms(r["overlap"]["hidden"]),
+                 _ms(r["overlap"]["perfect_overlap_step"]), _ms(r["overlap"]["measured_step"]),
+                 _ms(r["overlap"]["could_gain"])] for r in runs]),
+        "",
         "## Allreduce bandwidth against its ceilings",
         "",
-        "busbw = 2L(p-1)/p / t (nccl-tests' definition, GB/s = 1e9 B/s; n/a at p = 1). "
-        "Raw MPI_Allreduce is one buffer of the nearest swept size; p2p is a ping-pong from rank 0.",
+        "busbw = 2L(p-1)/p / t (nccl-tests' definition, GB/s = 1e9 B/s; n/a at p = 1, and under double "
+        "buffering, whose allreduce phase is only the exposed wait). Each ceiling is measured at exactly "
+        "L, timed as the training loop times its allreduce (barrier, operation, device sync, slowest "
+        "rank), median of at least 10 repetitions; the reference is one allreduce of L on the "
+        "communicator's own path. Framework overhead = in-training allreduce - reference ceiling.",
         "",
-        _table(["processes", "allreduce (ms)", "algbw GB/s", "busbw GB/s", "raw allreduce busbw GB/s",
-                "raw peak busbw GB/s", "p2p inter-node GB/s", "p2p intra-node GB/s"],
+        _table(["processes", "allreduce (ms)", "algbw GB/s", "busbw GB/s", "busbw Gb/s", "reference ceiling",
+                "ceiling busbw GB/s", "% of ceiling", "framework overhead (ms)", "per-array cost (ms)",
+                "p2p inter-node GB/s", "p2p intra-node GB/s"],
                [[r["processes"], _ms(r["allreduce_time"]), _f(r["algbw"], "%.3f"), _f(r["busbw"], "%.3f"),
-                 _f(r["raw_allreduce_busbw"], "%.3f"), _f(r["raw_allreduce_peak_busbw"], "%.3f"),
+                 _f(None if r["busbw"] is None else 8 * r["busbw"], "%.2f"),
+                 r["ceiling_path"] or "n/a", _f(r["ceiling_busbw"], "%.3f"),
+                 _f(r["busbw_percent_of_ceiling"], "%.0f%%"), _ms(r["framework_overhead"]),
+                 _ms(r["per_array_cost"]),
                  _f(r["p2p_inter_node"], "%.3f"), _f(r["p2p_intra_node"], "%.3f")] for r in runs]),
         "",
+        "Every ceiling at L, labelled with its path:",
+        "",
+        _table(["processes", "path", "what", "arrays", "repetitions", "time (ms): median (IQR)",
+                "busbw GB/s"],
+               [[r["processes"], f"{c['path']} {c['layout']}", c["label"], c["arrays"], c["repetitions"],
+                 _ms_iqr(c["time"], c["iqr"]), _f(c["busbw"], "%.3f")]
+                for r in runs for c in r["ceilings_at_L"]]),
+        "",
     ]
+    lines += _verdict_details(report)
+    lines += _comparison_lines(report)
+    if report.get("trace"):
+        lines += ["## Trace", "",
+                  f"[{report['trace']}]({report['trace']}): every rank's phases, iteration by iteration, one "
+                  "row per rank and run (open it in chrome://tracing or Perfetto).", ""]
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{title}]({name})" for name, title in plots]

@@ -14,15 +14,12 @@ import sys
 import traceback
 
 from train.data import DataError, check_data_path
+from train.errors import BenchmarkError
 
 MODELS = ("mlp", "resnet50")
 COMMUNICATORS = ("naive", "flat", "non_cuda_aware", "pure_nccl")
 GPU_COMMUNICATORS = ("flat", "non_cuda_aware", "pure_nccl")
 DEFAULT_BATCHSIZE = {"mlp": 100, "resnet50": 32}
-
-
-class BenchmarkError(Exception):
-    """A problem the user can fix; printed without a traceback."""
 
 
 def _bytes(text: str) -> int | str:
@@ -80,10 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also print the document on one stdout line prefixed 'MNCBENCH_JSON '")
     p.add_argument("--trace", help="write a Chrome trace (chrome://tracing, Perfetto) of every rank's phases")
     p.add_argument("--sweep-max-bytes", type=_bytes, default="auto",
-                   help="largest raw MPI allreduce in the 8 B.. sweep; 'auto' = the gradient size "
-                   "rounded up to a power of two; 0 skips the sweep")
+                   help="largest power of two in the raw MPI allreduce sweep from 8 B; 'auto' = below "
+                   "the allreduce size L, which is always measured (at least 10 times); 0 = L only")
     p.add_argument("--sweep-iters", type=int, default=20,
-                   help="allreduces per sweep size (fewer for big sizes)")
+                   help="allreduces per sweep size (fewer for big sizes, at least 10 at L)")
     p.add_argument("--p2p-bytes", type=_bytes, default=16 << 20,
                    help="message size of the point-to-point ping-pong (default: 16M; 0 skips it)")
     p.add_argument("--p2p-iters", type=int, default=10, help="round trips per measured pair (default: 10)")
@@ -170,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         parser.error(problem)
     try:
+        from train import environment
+
+        # MCA settings take effect at MPI_Init only, NCCL's debug settings at its init
+        environment.before_mpi(nccl=args.gpu and args.communicator == "pure_nccl")
         from train import bench
 
         bench.run(args)

@@ -27,7 +27,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summarize(values: Sequence[float]) -> dict:
-    """median, mean, p95, min, max of a non-empty sequence of seconds."""
+    """median, mean, p95, min, max, quartiles and IQR of a non-empty sequence."""
     xs = [float(v) for v in values]
     if not xs:
         raise ValueError("summarize needs at least one value")
@@ -37,6 +37,9 @@ def summarize(values: Sequence[float]) -> dict:
         "p95": percentile(xs, 95),
         "min": min(xs),
         "max": max(xs),
+        "q1": percentile(xs, 25),
+        "q3": percentile(xs, 75),
+        "iqr": percentile(xs, 75) - percentile(xs, 25),
     }
 
 

@@ -18,24 +18,57 @@ if str(ROOT) not in sys.path:
 MPIEXEC = shutil.which("mpiexec")
 
 
+def cuda_problem() -> str | None:
+    """Why CUDA tests cannot run here, or None when CuPy sees a device."""
+    try:
+        import cupy
+    except Exception as e:  # ImportError, or a CUDA library that does not load
+        return f"CuPy does not import ({type(e).__name__})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device is visible"
+    except Exception as e:
+        return f"no usable CUDA device ({type(e).__name__})"
+    return None
+
+
+CUDA_PROBLEM = cuda_problem()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device; skipped with the reason elsewhere")
+
+
+def pytest_collection_modifyitems(config, items):
+    if CUDA_PROBLEM is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {CUDA_PROBLEM}")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
 def mpi_env() -> dict:
     # Root in a container, two cores: allow both, and one BLAS thread per rank.
     return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                 OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
 
 
-def run_train(args: list[str], processes: int | None = 2, timeout: int = 180) -> subprocess.CompletedProcess:
-    """``[mpiexec -n p] python -m train args`` from the repository root."""
+def run_train(args: list[str], processes: int | None = 2, timeout: int = 180, cwd: Path = ROOT,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """``[mpiexec -n p] python -m train args`` from the repository root (or ``cwd``)."""
     argv = [sys.executable, "-m", "train", *args]
     if processes is not None:
         if MPIEXEC is None:
             pytest.fail("mpiexec is not on PATH (install openmpi-bin)")
         argv = [MPIEXEC, "-n", str(processes), *argv]
-    return subprocess.run(argv, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(argv, cwd=cwd, env={**mpi_env(), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
-def run_ok(args: list[str], out: Path, processes: int | None = 2, timeout: int = 180) -> dict:
-    proc = run_train([*args, "--out", str(out)], processes, timeout)
+def run_ok(args: list[str], out: Path, processes: int | None = 2, timeout: int = 180,
+           env: dict | None = None) -> dict:
+    proc = run_train([*args, "--out", str(out)], processes, timeout, env=env)
     assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return json.loads(out.read_text())
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.train.conftest import QUICK, mlp_param_bytes, run_ok, run_train
+from tests.train.conftest import CUDA_PROBLEM, QUICK, mlp_param_bytes, run_ok, run_train
 
 pytestmark = pytest.mark.mpi
 
@@ -80,16 +80,39 @@ def test_busbw_is_2L_p_minus_1_over_p_over_median_allreduce(two_ranks):
     assert doc["allreduce"]["algbw"] == pytest.approx(L / t / 1e9)
 
 
-def test_raw_allreduce_sweep_covers_8_bytes_to_L(two_ranks):
+def test_raw_allreduce_sweep_holds_exactly_L_with_ten_repetitions(two_ranks):
     doc, _, _ = two_ranks
-    sweep = doc["raw_allreduce"]
+    sweep, L = doc["raw_allreduce"], doc["allreduce"]["bytes"]
     sizes = [r["bytes"] for r in sweep]
-    assert sizes[0] == 8
-    assert sizes[-1] >= doc["gradient"]["bytes"]
-    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+    assert sizes[0] == 8 and sizes[-1] == L  # not the power of two above it
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes[:-1])) and sizes[-2] < L
+    (at_l,) = [r for r in sweep if r["at_L"]]
+    assert at_l["bytes"] == L and at_l["repetitions"] >= 10  # QUICK asks for 3 per size
     for r in sweep:
-        assert r["time"] > 0
+        assert (r["path"], r["layout"], r["dtype"]) == ("host-mpi", "packed", "float32")
+        s = r["spread"]
+        assert r["time"] == s["median"] > 0 and s["q1"] <= s["median"] <= s["q3"]
+        assert s["iqr"] == pytest.approx(s["q3"] - s["q1"])
         assert r["busbw"] == pytest.approx(2 * r["bytes"] * (2 - 1) / 2 / r["time"] / 1e9)
+
+
+def test_ceilings_at_L_are_labelled_with_their_path(two_ranks):
+    doc, _, _ = two_ranks
+    ceil, L = doc["ceilings"], doc["allreduce"]["bytes"]
+    rows = {(r["path"], r["layout"]): r for r in ceil["rows"]}
+    # naive on the CPU: one packed host allreduce of L, and the same per-array allreduces
+    assert set(rows) == {("host-mpi", "packed"), ("host-mpi", "per-array")}
+    packed, per_array = rows["host-mpi", "packed"], rows["host-mpi", "per-array"]
+    assert packed["bytes"] == per_array["bytes"] == L
+    assert (packed["arrays"], per_array["arrays"]) == (1, doc["gradient"]["arrays"])
+    assert all(r["repetitions"] >= 10 and r["label"] for r in ceil["rows"])
+    assert ceil["rows"][ceil["reference"]] is packed or ceil["rows"][ceil["reference"]] == packed
+    ar = doc["allreduce"]
+    assert ar["ceiling"]["path"] == "host-mpi" and ar["ceiling"]["layout"] == "packed"
+    assert ar["framework_overhead"] == pytest.approx(ar["time"] - packed["time"])
+    assert ar["busbw_percent_of_ceiling"] == pytest.approx(100 * ar["busbw"] / packed["busbw"])
+    assert ar["per_array_cost"] == pytest.approx(per_array["time"] - packed["time"])
+    assert ar["exposed_only"] is False
 
 
 def test_p2p_pair_on_one_node(two_ranks):
@@ -156,7 +179,8 @@ def test_resnet50_at_a_small_input_size(tmp_path):
     assert doc["gradient"]["elements"] == 25_557_032 + 64
     assert doc["gradient"]["bytes"] == 4 * (25_557_032 + 64)
     assert doc["gradient"]["arrays"] == 162
-    assert doc["raw_allreduce"] == []
+    # --sweep-max-bytes 0 leaves the one row the comparison needs: exactly L
+    assert [(r["bytes"], r["at_L"]) for r in doc["raw_allreduce"]] == [(doc["gradient"]["bytes"], True)]
 
 
 def test_real_mnist_and_image_list_data(tmp_path):
@@ -187,14 +211,18 @@ BAD = [
     (["--model", "vgg16"], "argument --model/-m: invalid choice: 'vgg16'"),
     (["--communicator", "hierarchical"], "argument --communicator: invalid choice: 'hierarchical'"),
     (["--communicator", "pure_nccl"], "communicator 'pure_nccl' runs on GPUs only"),
-    (["--gpu"], "--gpu needs CuPy"),
+    # Bad input only where there is no GPU: with CuPy and no device the message names the device.
+    pytest.param(["--gpu"], "--gpu needs CuPy" if (CUDA_PROBLEM or "").startswith("CuPy") else "--gpu: no",
+                 marks=pytest.mark.skipif(CUDA_PROBLEM is None, reason="a CUDA GPU is here: --gpu is valid"),
+                 id="gpu-without-cuda"),
     (["--double-buffering"], "--double-buffering needs --communicator pure_nccl"),
     (["--data", "/no/such/mnist.npz"], "data path /no/such/mnist.npz does not exist"),
     (["--warmup", "1"], "--warmup must be at least 2"),
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), BAD, ids=[b[0][-1] for b in BAD])
+@pytest.mark.parametrize(("args", "message"), BAD,
+                         ids=[b.id if hasattr(b, "id") else b[0][-1] for b in BAD])
 def test_bad_input_fails_every_rank_before_running(tmp_path, args, message):
     out = tmp_path / "never.json"
     proc = run_train([*QUICK, *args, "--out", str(out)], processes=2, timeout=60)
@@ -215,3 +243,66 @@ def test_a_rank_that_fails_mid_run_takes_the_job_down(tmp_path):
     assert proc.returncode != 0
     assert "train: error:" in proc.stderr and "truncated" in proc.stderr
     assert "[rank " in proc.stderr
+
+
+def test_the_distributed_training_learns(two_ranks):
+    # The same synthetic batch every iteration: 20 + 2 Adam steps fit it, on every rank at once.
+    doc, _, _ = two_ranks
+    before, after = doc["learning"]["before"], doc["learning"]["after"]
+    assert after["loss"] < before["loss"] / 2
+    assert after["accuracy"] >= before["accuracy"]
+
+
+# -- gradients proven reduced -----------------------------------------------------------------
+def test_every_rank_ends_with_the_same_parameters(two_ranks):
+    doc, _, _ = two_ranks
+    c = doc["correctness"]
+    assert c["agree"] is True
+    assert [r["rank"] for r in c["per_rank"]] == [0, 1]
+    assert {r["host"] for r in c["per_rank"]} == set(doc["environment"]["hosts"])
+    # one model: the same bytes on both ranks, and the largest difference within the tolerance
+    assert len({r["sha256"] for r in c["per_rank"]}) == 1 and c["bitwise_identical"] is True
+    assert c["relative_diff"] <= c["tolerance"] == 1e-5
+    assert c["elements"] == doc["gradient"]["elements"]
+
+
+def test_a_rank_whose_parameters_differ_fails_the_run(tmp_path):
+    out = tmp_path / "never.json"
+    proc = run_train([*QUICK, "--out", str(out)], processes=2, env={"MNCBENCH_TEST_PERTURB_RANK": "1"})
+    assert proc.returncode != 0
+    assert "the ranks' parameters differ after the timed passes, so the gradients were not averaged" \
+        in proc.stderr, proc.stderr
+    assert "rank 0" in proc.stderr and "rank 1" in proc.stderr
+    assert not out.exists()
+
+
+REDUCTION = "comm.multi_node_mean_grad(model, opt.zero_fill)"
+
+
+def test_a_benchmark_that_skips_the_reduction_fails(tmp_path):
+    # The mutation the check exists for: the timed loop's allreduce replaced by `pass`.
+    import shutil
+
+    from tests.train.conftest import ROOT
+
+    shutil.copytree(ROOT / "train", tmp_path / "train", ignore=shutil.ignore_patterns("__pycache__"))
+    loop = tmp_path / "train" / "loop.py"
+    text = loop.read_text()
+    assert text.count(REDUCTION) == 1, "the timed loop's reduction call moved; update this test"
+    loop.write_text(text.replace(REDUCTION, "pass"))
+    out = tmp_path / "never.json"
+    proc = run_train([*QUICK, "--out", str(out)], processes=2, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "the gradients were not averaged" in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+def test_perfect_overlap_bound_against_the_measured_step(two_ranks):
+    doc, _, _ = two_ranks
+    ov, med = doc["overlap"], {k: doc["phases"][k]["median"] for k in PHASES}
+    assert ov["double_buffering"] is False
+    # without double buffering the reduction's own duration is its phase, and nothing is hidden
+    assert ov["allreduce_own"] == doc["phases"]["allreduce"] and ov["hidden"] == 0.0
+    assert ov["perfect_overlap_step"] == pytest.approx(max(med["compute"], med["allreduce"]) + med["update"])
+    assert ov["measured_step"] == pytest.approx(doc["throughput"]["wall"] / doc["config"]["iterations"])
+    assert ov["could_gain"] == pytest.approx(ov["measured_step"] - ov["perfect_overlap_step"])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from train import metrics
-from train.bench import p2p_pairs
+from train.ceilings import p2p_pairs
 
 
 def test_summary_statistics_match_numpy():
@@ -17,10 +17,13 @@ def test_summary_statistics_match_numpy():
     assert s["mean"] == pytest.approx(np.mean(xs))
     assert s["p95"] == pytest.approx(np.percentile(xs, 95))
     assert (s["min"], s["max"]) == (xs.min(), xs.max())
+    assert (s["q1"], s["q3"]) == pytest.approx((np.percentile(xs, 25), np.percentile(xs, 75)))
+    assert s["iqr"] == pytest.approx(s["q3"] - s["q1"])
 
 
 def test_summary_of_one_value_and_of_none():
-    assert metrics.summarize([0.5]) == {"median": 0.5, "mean": 0.5, "p95": 0.5, "min": 0.5, "max": 0.5}
+    assert metrics.summarize([0.5]) == {"median": 0.5, "mean": 0.5, "p95": 0.5, "min": 0.5, "max": 0.5,
+                                        "q1": 0.5, "q3": 0.5, "iqr": 0.0}
     with pytest.raises(ValueError):
         metrics.summarize([])
 
@@ -45,3 +48,23 @@ def test_p2p_pairs_follow_the_rank_to_node_mapping():
     assert p2p_pairs(["a", "b"]) == [("inter-node", 1)]  # one slot per node
     assert p2p_pairs(["a", "a"]) == [("intra-node", 1)]
     assert p2p_pairs(["a"]) == []
+
+
+def test_sweep_sizes_end_at_exactly_L():
+    from train.ceilings import sweep_sizes
+
+    L = 102_228_384  # ResNet-50's fp32 gradient
+    sizes = sweep_sizes(L, "auto")
+    assert sizes[0] == 8 and sizes[-1] == L and sizes[-2] == 1 << 26
+    assert sweep_sizes(64, "auto") == [8, 16, 32, 64]
+    assert sweep_sizes(L, 0) == [L]
+    assert sweep_sizes(100, 1024) == [8, 16, 32, 64, 100, 128, 256, 512, 1024]
+
+
+def test_ten_repetitions_at_L_whatever_its_size():
+    from train.ceilings import repetitions
+
+    assert repetitions(102_228_384, 20, at_l=True) == 10
+    assert repetitions(4096, 3, at_l=True) == 10
+    assert repetitions(4096, 3, at_l=False) == 3
+    assert repetitions(1 << 27, 20, at_l=False) == 2

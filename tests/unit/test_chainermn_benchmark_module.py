@@ -84,6 +84,15 @@ def test_check_mode_plans_and_runs_nothing(cluster, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_yield_when_idle_reaches_mpiexec(cluster):
+    res = run_module({**cluster, "mpi_yield_when_idle": True}, check=True)
+    cmd = res["commands"][1]
+    i = cmd.index("mpi_yield_when_idle")
+    assert cmd[i - 1 : i + 2] == ["--mca", "mpi_yield_when_idle", "1"]
+    res = run_module(cluster, check=True)
+    assert "mpi_yield_when_idle" not in res["commands"][1]
+
+
 def test_default_sweep_for_three_nodes_of_two_slots(cluster, tmp_path):
     hostfile = tmp_path / "hostfile3"
     hostfile.write_text("10.0.0.1 slots=2\n10.0.0.2 slots=2\n10.0.0.3 slots=2\n")

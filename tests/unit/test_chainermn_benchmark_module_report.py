@@ -52,7 +52,13 @@ def png_size(path: Path) -> tuple[int, int]:
 
 def test_report_files_and_latest_link(documents, tmp_path):
     res = run_module(
-        {"documents": documents, "dest": str(tmp_path), "timestamp": "20260101T000000Z", "launcher": "node1"},
+        {
+            "documents": documents,
+            "dest": str(tmp_path),
+            "timestamp": "20260101T000000Z",
+            "launcher": "node1",
+            "link_gbps": 10,
+        },
         module="mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
@@ -67,7 +73,16 @@ def test_report_files_and_latest_link(documents, tmp_path):
         "report.json",
         "report.md",
         "throughput.png",
+        "trace.json",
     ]
+    # one Chrome trace: every run's ranks as rows, every phase of every iteration
+    trace = json.loads((run / "trace.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    hosts = [(d["config"]["processes"], d["environment"]["hosts"]) for d in documents]
+    expected = [(p, r, h) for p, hs in hosts for r, h in enumerate(hs)]
+    assert names == {f"p={p} rank {r} ({h})" for p, r, h in expected}
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == (1 + 2) * 8 * 4 and all(e["dur"] >= 0 for e in spans)
     for png in ("throughput.png", "phases.png", "bandwidth.png"):
         w, h = png_size(run / png)
         assert w >= 600 and h >= 400
@@ -84,12 +99,38 @@ def test_report_files_and_latest_link(documents, tmp_path):
     ):
         assert heading in md
     assert "![Throughput and scaling efficiency vs processes](throughput.png)" in md
+    assert "[trace.json](trace.json)" in md
     assert f"| 2 | 1 | {t2:.1f} | {2 * t1:.1f} |" in md
+    # the verdict leads, per p, and says what the model is
+    head = md.split("## Throughput")[0]
+    assert "## Verdict" in head and "* p = 2 (1 node): allreduce is" in head and "Model of a step:" in head
+    assert "same size" not in md
+    verdict = report["verdict"]
+    assert verdict["link_gbps"] == 10 and [v["processes"] for v in verdict["runs"]] == [1, 2]
+    assert verdict["runs"][1]["percent_of_ceiling"] is not None
+    assert verdict["runs"][1]["ceiling_path"] == "host-mpi"
+    assert all(r["correct"] is True for r in report["runs"])
+    assert res["runs"][1]["verdict"].startswith("p = 2 (1 node): allreduce is")
 
-    # a second report moves latest and leaves the first alone
-    run_module({"documents": documents, "dest": str(tmp_path), "timestamp": "T2"}, module="mnc_report")
+    # a second report, against the first, moves latest and leaves the first alone
+    res = run_module(
+        {"documents": documents, "dest": str(tmp_path), "timestamp": "T2", "baseline": str(run)},
+        module="mnc_report",
+    )
+    assert not res.get("failed"), res.get("msg")
     assert os.readlink(tmp_path / "latest") == "T2"
     assert (run / "report.md").exists()
+    comparison = res["comparison"]
+    assert comparison["baseline"] == "20260101T000000Z"
+    assert {r["processes"] for r in comparison["rows"]} == {1, 2}
+    assert all(r["change_percent"] == pytest.approx(0.0) for r in comparison["rows"])  # same documents
+    assert comparison["drops"] == [] and "no figure dropped" in comparison["summary"]
+    assert "## Against the baseline (20260101T000000Z)" in (tmp_path / "T2" / "report.md").read_text()
+    bad = run_module(
+        {"documents": documents, "dest": str(tmp_path), "timestamp": "T3", "baseline": str(tmp_path / "no")},
+        module="mnc_report",
+    )
+    assert bad["failed"] is True and "is not a report this module wrote" in bad["msg"]
 
 
 def test_report_check_mode_writes_nothing(documents, tmp_path):
@@ -187,6 +228,8 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
     report = json.loads((latest / "report.json").read_text())
     assert [r["processes"] for r in report["runs"]] == [1, 2]
     assert report["meta"]["launcher"] == "localhost"
+    assert report["verdict"]["headline"] and "p = 2" in report["verdict"]["headline"][0]
+    assert "p=2: " in proc.stdout and "allreduce is" in proc.stdout  # the summary says the verdict
     for png in ("throughput.png", "phases.png", "bandwidth.png"):
         png_size(latest / png)
     first = os.readlink(latest)

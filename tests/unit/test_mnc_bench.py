@@ -124,6 +124,14 @@ def test_command_lines():
     ]
 
 
+def test_yield_when_idle_goes_before_the_users_mpiexec_flags():
+    argv = mnc_bench.mpiexec_argv("mpiexec", 6, 2, ["py"], extra_args=["--mca", "btl", "tcp,self"],
+                                  yield_when_idle=True)
+    assert argv == ["mpiexec", "-n", "6", "--map-by", "ppr:2:node", "--mca", "mpi_yield_when_idle", "1",
+                    "--mca", "btl", "tcp,self", "py"]
+    assert "mpi_yield_when_idle" not in mnc_bench.mpiexec_argv("mpiexec", 6, 2, ["py"])
+
+
 def test_parse_document():
     doc = {"schema": mnc_bench.SCHEMA, "x": 1}
     out = "train: starting\nMNCBENCH_JSON " + json.dumps(doc) + "\ntrain: done\n"
@@ -212,6 +220,18 @@ def test_report_rows_and_markdown():
     assert "| 4 | 8.00 | 0.500 | 0.750 |" in md
     assert "![Throughput](throughput.png)" in md
     assert "Run `20260101T000000Z` on `node1`." in md
+
+
+def test_report_names_nccl_and_transport_settings():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    for d in docs:
+        nccl = {"network": ["IB"], "interfaces": ["IB:mlx5_0:1/IB"], "transports": ["NET/IB/0"]}
+        d["environment"].update(nccl_version=21803, cudnn_enabled=True, nccl=nccl,
+                                transport={"NCCL_SOCKET_IFNAME": "bond0", "OMPI_MCA_btl": None})
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("NCCL 21803: network IB, interfaces IB:mlx5_0:1/IB, channel transports NET/IB/0; "
+            "cuDNN enabled.") in md
+    assert "Transport settings the ranks were given: `NCCL_SOCKET_IFNAME=bond0`." in md
 
 
 def test_report_refuses_other_documents():

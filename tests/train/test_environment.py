@@ -1,0 +1,101 @@
+"""train/environment.py: the CPUs a rank can use, and when MPI is told to yield."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.train.conftest import QUICK, run_ok
+from train import environment
+
+
+def test_cpu_lists():
+    assert environment.parse_cpu_list("0-3,6") == {0, 1, 2, 3, 6}
+    assert environment.parse_cpu_list("5") == {5}
+    assert environment.parse_cpu_list("") == set()
+
+
+def test_this_machine_has_usable_cpus():
+    cpus = environment.node_cpus()
+    assert 0 < cpus["usable_cpus"] <= cpus["cpuset_cpus"] <= (os.cpu_count() or 1)
+    if cpus["cpu_quota"] is not None:
+        assert cpus["usable_cpus"] == min(cpus["cpuset_cpus"], cpus["cpu_quota"])
+
+
+def test_yield_only_when_ranks_outnumber_cpus():
+    var = environment.YIELD_VAR
+    assert environment.decide_yield({}, 6, 2.0)["value"] == "1"
+    assert "6 ranks on this node, 2 usable CPUs" in environment.decide_yield({}, 6, 2.0)["source"]
+    assert environment.decide_yield({}, 2, 2.0)["value"] is None
+    assert environment.decide_yield({}, 2, 1.5)["value"] == "1"  # a podman --cpus=1.5 quota
+    assert environment.decide_yield({}, None, 1.0)["value"] is None  # not launched by mpiexec
+    # what the launcher said wins, either way
+    assert environment.decide_yield({var: "0"}, 6, 2.0) == {
+        "value": "0", "source": "launcher (mpiexec --mca or the environment)"}
+
+
+def test_oversubscribed_hosts_by_cpus_or_by_binding():
+    rec = {"usable_cpus": 2.0, "affinity": [0, 1]}
+    ranks = [{"host": "a", **rec}, {"host": "a", **rec}, {"host": "b", **rec}, {"host": "b", **rec},
+             {"host": "b", **rec}]
+    assert environment.oversubscribed_hosts(ranks) == [{"host": "b", "ranks": 3, "usable_cpus": 2}]
+    # bound to one shared core: two ranks, one CPU between them
+    bound = [{"host": "c", "usable_cpus": 8.0, "affinity": [3]}] * 2
+    assert environment.oversubscribed_hosts(bound) == [{"host": "c", "ranks": 2, "usable_cpus": 1}]
+
+
+@pytest.mark.mpi
+def test_environment_of_every_rank_is_recorded(tmp_path):
+    doc = run_ok(QUICK, tmp_path / "e.json", processes=2,
+                 env={environment.YIELD_VAR: "1", "OMPI_MCA_btl_tcp_if_include": "lo"})
+    env = doc["environment"]
+    assert [r["rank"] for r in env["ranks"]] == [0, 1]
+    for r in env["ranks"]:
+        assert r["host"] == env["hosts"][r["rank"]] and r["affinity"] and r["usable_cpus"] > 0
+        assert r["gpu"] is None and r["yield_when_idle"] == "1"
+    assert env["mpi_yield_when_idle"]["source"].startswith("launcher")
+    assert env["transport"]["OMPI_MCA_btl_tcp_if_include"] == "lo"
+    assert env["cuda_aware_mpi"]["built_with_cuda_support"] in (True, False)
+    if environment.node_cpus()["usable_cpus"] >= 2:
+        assert env["oversubscribed"] == []
+
+
+@pytest.mark.mpi
+def test_more_ranks_than_cpus_make_mpi_yield(tmp_path):
+    usable = environment.node_cpus()["usable_cpus"]
+    if usable > 3:
+        pytest.skip(f"{usable:g} usable CPUs: oversubscribing them would take {int(usable) + 1} ranks")
+    p = int(usable) + 1
+    doc = run_ok([*QUICK, "--iterations", "5", "--rounds", "1", "--p2p-bytes", "0"], tmp_path / "o.json",
+                 processes=p)
+    env = doc["environment"]
+    assert env["mpi_yield_when_idle"]["value"] == "1"
+    assert env["mpi_yield_when_idle"]["source"].startswith(f"benchmark: {p} ranks on this node")
+    assert all(r["yield_when_idle"] == "1" for r in env["ranks"])
+    assert env["oversubscribed"] and env["oversubscribed"][0]["ranks"] == p
+
+
+NCCL_INFO = """\
+node1:2231:2231 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
+node1:2231:2231 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation
+node1:2231:2231 [0] NCCL INFO cudaDriverVersion 12020
+NCCL version 2.18.3+cuda12.2
+node1:2231:2231 [0] NCCL INFO NCCL version 2.18.3+cuda12.2
+node1:2231:2290 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>
+node1:2231:2290 [0] NCCL INFO Using network IB
+node1:2231:2290 [0] NCCL INFO Channel 00/02 :    0   1
+node1:2231:2290 [0] NCCL INFO Channel 00/0 : 0[3b000] -> 1[5e000] via P2P/IPC
+node1:2231:2290 [0] NCCL INFO Channel 01/0 : 1[5e000] -> 2[3b000] [send] via NET/IB/0
+node2:3001:3050 [0] NCCL INFO NET/Socket : Using [0]eth1:192.168.1.2<0> [1]eth2:192.168.2.2<0>
+"""
+
+
+def test_nccl_info_lines_say_network_interfaces_and_transports():
+    got = environment.parse_nccl_info(NCCL_INFO)
+    assert got["version"] == "2.18.3+cuda12.2"
+    assert got["network"] == "IB"
+    assert got["interfaces"] == ["IB:mlx5_0:1/IB", "IB:mlx5_1:1/IB", "Socket:eth1", "Socket:eth2"]
+    assert got["transports"] == ["P2P/IPC", "NET/IB/0"]
+    assert environment.parse_nccl_info("no nccl here") == {"version": None, "network": None,
+                                                           "interfaces": [], "transports": []}

@@ -1,0 +1,217 @@
+"""module_utils/mnc_verdict.py: the verdict's arithmetic and the words it chooses."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "module_utils"))
+
+import mnc_bench
+import mnc_verdict
+
+L = 102_228_384  # ResNet-50's fp32 gradient, the seed's figure
+
+
+def stat(v, iqr=0.0):
+    return {"median": v, "mean": v, "p95": v, "min": v, "max": v, "q1": v, "q3": v, "iqr": iqr}
+
+
+def make_doc(p, nodes, compute=0.100, update=0.010, allreduce=0.0, wait=0.0, step=None, ceiling=None,
+             p2p_gbs=1.0, p2p_lat=50e-6, small=None, arrays=161, communicator="pure_nccl", data=0.0,
+             oversubscribed=(), exposed_only=False, nbytes=L):
+    step = step if step is not None else compute + wait + allreduce + update
+    busbw = None if p == 1 or exposed_only else 2 * nbytes * (p - 1) / p / allreduce / 1e9
+    ceil = None
+    if ceiling is not None and p > 1:
+        ceil = {"path": "nccl", "layout": "packed", "label": "x", "time": ceiling,
+                "busbw": 2 * nbytes * (p - 1) / p / ceiling / 1e9}
+    kind = "inter-node" if nodes > 1 else "intra-node"
+    phases = {"compute": stat(compute), "wait": stat(wait), "allreduce": stat(allreduce),
+              "update": stat(update), "total": stat(compute + wait + allreduce + update)}
+    ar = {"bytes": nbytes, "time": allreduce, "busbw": busbw, "algbw": None, "exposed_only": exposed_only,
+          "ceiling": ceil}
+    if ceil:
+        ar["framework_overhead"] = allreduce - ceiling
+        ar["busbw_percent_of_ceiling"] = 100 * busbw / ceil["busbw"] if busbw else None
+    return {
+        "schema": mnc_bench.SCHEMA,
+        "config": {"processes": p, "communicator": communicator, "batchsize": 32, "iterations": 50},
+        "environment": {"nodes": nodes, "oversubscribed": list(oversubscribed)},
+        "gradient": {"bytes": nbytes, "arrays": arrays},
+        "phases": phases, "breakdown": phases,
+        "allreduce": ar,
+        "overlap": {"measured_step": step},
+        "throughput": {"wall": step * 50, "iterations": 50},
+        "data_loading": stat(data),
+        "raw_allreduce": [] if small is None else [{"bytes": 8, "time": small}],
+        "p2p": [] if p == 1 else [{"kind": kind, "bandwidth": p2p_gbs}],
+        "p2p_latency": [] if p == 1 else [{"kind": kind, "time": p2p_lat}],
+        "ceilings": {"rows": [] if ceil is None else [dict(ceil, arrays=1, repetitions=10, bytes=nbytes,
+                                                           spread=stat(ceiling))], "reference": 0},
+    }
+
+
+def report(docs):
+    return {"documents": docs, "runs": []}
+
+
+def test_units_and_the_ring_model():
+    assert mnc_verdict.gbit(0.625) == pytest.approx(5.0)  # GB/s -> Gb/s
+    assert mnc_verdict.gbit(None) is None
+    # p = 4, 1 GB/s, 10 us: 2*3 latencies + 2*3/4 * L / 1e9
+    t = mnc_verdict.ring_allreduce_time(L, 4, 1.0, 10e-6)
+    assert t == pytest.approx(6 * 10e-6 + 1.5 * L / 1e9)
+    # naive: one allreduce per array pays the latency each time
+    assert mnc_verdict.ring_allreduce_time(L, 4, 1.0, 10e-6, allreduces=161) == pytest.approx(
+        161 * 6 * 10e-6 + 1.5 * L / 1e9)
+    assert mnc_verdict.ring_allreduce_time(L, 1, 1.0, 10e-6) == 0.0
+    assert mnc_verdict.small_allreduce_prediction(6, 50e-6) == pytest.approx(3 * 50e-6)
+    assert mnc_verdict.small_allreduce_prediction(1, 50e-6) is None
+
+
+def test_the_seeds_network_bound_cluster():
+    # The hand analysis: 16 processes, allreduce > 50% of a step, ~5 Gb/s busbw against ~8.5 Gb/s p2p.
+    p, nodes = 16, 4
+    t_ar = 2 * L * (p - 1) / p / 0.625e9  # busbw 0.625 GB/s = 5 Gb/s
+    base = make_doc(1, 1, compute=0.250, update=0.010)
+    big = make_doc(p, nodes, compute=0.250, update=0.010, allreduce=t_ar, ceiling=t_ar * 0.95,
+                   p2p_gbs=8.5 / 8, arrays=161, communicator="pure_nccl")
+    v = mnc_verdict.assess(report([base, big]), link_gbps=10)
+    r16 = v["runs"][1]
+    assert r16["allreduce_share_percent"] > 50
+    assert r16["busbw_Gbps"] == pytest.approx(5.0)
+    assert r16["busbw_GBps"] == pytest.approx(0.625)
+    assert r16["percent_of_link"] == pytest.approx(50.0)
+    assert r16["percent_of_p2p"] == pytest.approx(100 * 5.0 / 8.5)
+    assert r16["percent_of_ceiling"] == pytest.approx(95.0)
+    assert r16["dominant"] == "allreduce on the wire (its ceiling at L)"
+    assert r16["signatures"] == []
+    text = v["headline"][0]
+    assert text.startswith("p = 16 (4 nodes): allreduce is")
+    assert "in-training busbw 5.00 Gb/s (0.625 GB/s)" in text
+    assert "95% of the nccl ceiling at L" in text and "50% of the declared 10 Gb/s link" in text
+    assert "dominant cause: allreduce on the wire (its ceiling at L), 291 ms; then framework overhead" in text
+    # the model: compute + update + ring allreduce over 1.0625 GB/s, 50 us
+    m = r16["model"]
+    expect = 0.260 + mnc_verdict.ring_allreduce_time(L, p, 8.5 / 8, 50e-6)
+    assert m["predicted_step"] == pytest.approx(expect)
+    assert m["within_tolerance"] is True
+    assert any("The step model predicts" in s for s in r16["sentences"])
+
+
+def test_prediction_at_twice_the_nodes():
+    base = make_doc(1, 1, compute=0.1, update=0.01)
+    two = make_doc(4, 2, compute=0.1, update=0.01, allreduce=0.2, p2p_gbs=1.0, p2p_lat=20e-6)
+    pred = mnc_verdict.predict_at_double([base, two])
+    assert (pred["nodes"], pred["processes"]) == (4, 8)
+    t_ar = 2 * 7 * 20e-6 + 2 * 7 / 8 * L / 1e9
+    assert pred["predicted_allreduce"] == pytest.approx(t_ar)
+    assert pred["efficiency"] == pytest.approx(0.11 / (0.11 + t_ar))
+    assert pred["link"] == "inter-node"
+    v = mnc_verdict.assess(report([base, two]))
+    assert v["headline"][-1].startswith("Predicted weak-scaling efficiency at 4 nodes (8 processes): ")
+    assert v["model"] == mnc_verdict.MODEL and "2(p-1)/p * L / B" in v["model"]
+
+
+def test_the_sandbox_demo_is_cpu_contention_not_the_network():
+    # The issue's demo: 7.18 MB at p = 4 in 1472 ms, p2p 0.85 GB/s, an 8-byte allreduce ~4 ms.
+    nbytes = 7_184_040
+    base = make_doc(1, 1, compute=0.02, update=0.002, nbytes=nbytes)
+    p4 = make_doc(4, 2, compute=0.02, update=0.002, allreduce=1.472, p2p_gbs=0.85, p2p_lat=60e-6,
+                  small=4e-3, nbytes=nbytes, arrays=6, communicator="naive",
+                  oversubscribed=[{"host": "node1", "ranks": 2, "usable_cpus": 1.0}])
+    v = mnc_verdict.run_verdict(p4, base)
+    kinds = [s["kind"] for s in v["signatures"]]
+    assert kinds == ["oversubscribed", "small-message latency"]  # compute did not grow here
+    assert "2 ranks on node1 with 1 usable CPUs" in v["signatures"][0]["text"]
+    small = v["signatures"][1]["text"]
+    assert "an 8-byte allreduce takes 4 ms, 33x the 0.12 ms the point-to-point latency predicts" in small
+    assert "Not the network: " in v["headline"]
+    # the model cannot explain it, and says why
+    m = v["model"]
+    assert m["within_tolerance"] is False and m["error"] < -0.25
+    off = [s for s in v["sentences"] if "The step model is off" in s]
+    assert len(off) == 1 and "the signatures above explain it" in off[0]
+
+
+def test_compute_that_grows_with_p_is_contention():
+    base = make_doc(1, 1, compute=0.030)
+    p2 = make_doc(2, 1, compute=0.100, allreduce=0.005)
+    (sig,) = mnc_verdict.run_verdict(p2, base)["signatures"]
+    assert sig["kind"] == "compute contention"
+    assert sig["text"].startswith("compute takes 3.3x as long as at p = 1 (100 against 30 ms)")
+
+
+def test_imbalance_and_data_loading_are_named():
+    base = make_doc(1, 1, compute=0.1, update=0.01)
+    p2 = make_doc(2, 1, compute=0.1, update=0.01, allreduce=0.005, wait=0.05, data=0.03)
+    v = mnc_verdict.run_verdict(p2, base)
+    assert [s["kind"] for s in v["signatures"]] == ["imbalance", "data loading"]
+    assert v["dominant"] == "imbalance (waiting for the slowest rank)"
+    assert "ranks wait 50 ms (30% of the step)" in v["signatures"][0]["text"]
+    assert "loading a batch takes 30 ms (18% of the step)" in v["signatures"][1]["text"]
+
+
+def test_below_80_percent_of_the_ceiling_says_why():
+    base = make_doc(1, 1)
+    p2 = make_doc(2, 1, allreduce=0.040, ceiling=0.020, communicator="naive", arrays=6)
+    p2["allreduce"]["per_array_cost"] = 0.003
+    v = mnc_verdict.run_verdict(p2, base)
+    assert v["percent_of_ceiling"] == pytest.approx(50.0)
+    assert any(s.startswith("In-training busbw is below 80% of the ceiling: 3 ms of per-array allreduces, "
+                            "20 ms framework overhead in all") for s in v["sentences"])
+
+
+def test_double_buffering_states_no_bandwidth():
+    base = make_doc(1, 1)
+    p2 = make_doc(2, 1, allreduce=0.002, exposed_only=True)
+    v = mnc_verdict.run_verdict(p2, base)
+    assert v["busbw_GBps"] is None
+    assert "no busbw (double buffering: only the exposed wait is timed)" in v["sentences"][0]
+
+
+def test_report_markdown_leads_with_the_verdict():
+    base = make_doc(1, 1)
+    two = make_doc(4, 2, allreduce=0.2, ceiling=0.15)
+    for d in (base, two):
+        d["instrumentation"] = {"overhead_percent": 0.5, "rounds": [{"iterations": 5, "plain_wall": 1.0}]}
+        d["throughput"]["samples_per_s"] = 100.0 * d["config"]["processes"]
+        d["imbalance"] = stat(0.0)
+    rep = mnc_bench.build_report([base, two])
+    rep["verdict"] = mnc_verdict.assess(rep, link_gbps=1)
+    md = mnc_bench.render_markdown(rep)
+    head = md.split("## Throughput")[0]
+    assert "## Verdict" in head and "* p = 4 (2 nodes): allreduce is" in head
+    assert "Model of a step: step = measured compute" in head
+    assert "same size" not in md
+    assert "| 4 | nccl packed |" in md  # every ceiling at L, labelled with its path
+
+
+def test_baseline_comparison_flags_drops_beyond_their_tolerance():
+    def run(p, thr, busbw, inter):
+        return {"processes": p, "samples_per_s": thr, "busbw": busbw, "ceiling_busbw": None,
+                "p2p_inter_node": inter, "p2p_intra_node": None}
+
+    baseline = {"meta": {"timestamp": "T0"}, "runs": [run(1, 100.0, None, None), run(4, 300.0, 1.0, 1.0)]}
+    now = {"runs": [run(1, 95.0, None, None), run(4, 255.0, 0.95, 0.85), run(8, 500.0, 1.0, 1.0)]}
+    c = mnc_verdict.compare(now, baseline)
+    got = {(r["processes"], r["figure"]): (round(r["change_percent"], 1), r["dropped"]) for r in c["rows"]}
+    assert got == {
+        (1, "samples_per_s"): (-5.0, False),
+        (4, "samples_per_s"): (-15.0, True),  # beyond 10% for collectives
+        (4, "busbw"): (-5.0, False),
+        (4, "p2p_inter_node"): (-15.0, False),  # within 20% for point-to-point
+    }
+    assert c["summary"] == ("Against the baseline T0: throughput (samples/s) at p = 4 dropped 15% "
+                            "(beyond 10%).")
+    assert mnc_verdict.compare(now, baseline, p2p_tolerance=10)["drops"][-1]["figure"] == "p2p_inter_node"
+    other = mnc_verdict.compare({"runs": [run(2, 1, 1, 1)]}, baseline)
+    assert "no process count in common" in other["summary"]
+    rep = {"config": {}, "runs": [], "comparison": c}
+    md = mnc_bench.render_markdown(rep)
+    assert "## Against the baseline (T0)" in md
+    assert "| 4 | throughput (samples/s) | 300 | 255 | -15.0% | **dropped** (beyond 10%) |" in md

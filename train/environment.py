@@ -1,0 +1,315 @@
+"""What a reader needs to judge a run: versions, MPI library, and every rank's host, CPUs and GPU.
+
+Two parts run before MPI starts (``before_mpi``, called by the command line):
+rank 0 asks ``ompi_info`` whether the library was built with CUDA support
+(no fork after MPI_Init), and every rank decides whether MPI should yield
+when idle: ranks that busy-poll on a node with fewer usable CPUs than ranks
+steal each other's time, which shows as a slow network and is not one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+
+import numpy as np
+
+YIELD_VAR = "OMPI_MCA_mpi_yield_when_idle"
+# What the ranks were told about transports, as mpiexec --mca / -x pass it.
+TRANSPORT_VARS = ("OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_btl_tcp_if_include",
+                  "OMPI_MCA_btl_tcp_if_exclude", "OMPI_MCA_oob_tcp_if_include", "NCCL_SOCKET_IFNAME",
+                  "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_NET", "UCX_NET_DEVICES")
+BEFORE_MPI: dict = {}
+
+
+# -- CPUs a rank can use -------------------------------------------------------
+def _cgroup_paths() -> list[tuple[str, str]]:
+    """(controllers, path) of this process's cgroups from /proc/self/cgroup."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            out.append((parts[1], parts[2]))
+    return out
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _ancestors(root: str, path: str) -> list[str]:
+    """``root/path`` and each parent up to ``root`` (a container sees its own cgroup as /)."""
+    dirs, p = [], path.strip("/")
+    while True:
+        dirs.append(os.path.join(root, p) if p else root)
+        if not p:
+            return dirs
+        p = os.path.dirname(p)
+
+
+def cpu_quota() -> float | None:
+    """CPUs the cgroup CPU quota allows (cgroup v2 cpu.max, v1 cfs_quota_us), None when unlimited."""
+    limits = []
+    for controllers, path in _cgroup_paths():
+        if controllers == "":  # v2
+            for d in _ancestors("/sys/fs/cgroup", path):
+                text = _read(os.path.join(d, "cpu.max"))
+                if text and not text.startswith("max"):
+                    quota, period = text.split()[:2]
+                    limits.append(int(quota) / int(period))
+        elif "cpu" in controllers.split(","):
+            for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+                for d in _ancestors(base, path):
+                    quota, period = _read(os.path.join(d, "cpu.cfs_quota_us")), _read(
+                        os.path.join(d, "cpu.cfs_period_us"))
+                    if quota and period and int(quota) > 0:
+                        limits.append(int(quota) / int(period))
+    return min(limits) if limits else None
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """'0-3,6' -> {0, 1, 2, 3, 6}."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def node_cpus() -> dict:
+    """CPUs the node (container) gives its ranks: its cpuset, capped by the CPU quota.
+
+    Not the rank's own affinity: MPI binds each rank to a core of its own, which
+    is no shortage.
+    """
+    cpuset = None
+    for controllers, path in _cgroup_paths():
+        names = ("cpuset.cpus.effective",) if controllers == "" else ("cpuset.cpus",)
+        base = "/sys/fs/cgroup" if controllers == "" else "/sys/fs/cgroup/cpuset"
+        if controllers == "" or "cpuset" in controllers.split(","):
+            for d in _ancestors(base, path):
+                for name in names:
+                    text = _read(os.path.join(d, name))
+                    if text:
+                        cpuset = len(parse_cpu_list(text))
+                        break
+                if cpuset:
+                    break
+    total = cpuset or os.cpu_count() or 1
+    quota = cpu_quota()
+    usable = min(float(total), quota) if quota else float(total)
+    return {"cpuset_cpus": total, "cpu_quota": quota, "usable_cpus": usable}
+
+
+def local_ranks() -> int | None:
+    for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None
+
+
+def decide_yield(env: dict, local: int | None, usable: float) -> dict:
+    """Whether to ask Open MPI to yield when idle: the launcher's choice, else only when oversubscribed."""
+    if YIELD_VAR in env:
+        return {"value": env[YIELD_VAR], "source": "launcher (mpiexec --mca or the environment)"}
+    if local and local > usable:
+        return {"value": "1", "source": f"benchmark: {local} ranks on this node, {usable:g} usable CPUs "
+                                        "(busy-polling ranks would steal each other's time)"}
+    return {"value": None, "source": "not set (ranks no more than usable CPUs): Open MPI busy-polls"}
+
+
+# -- before MPI_Init ---------------------------------------------------------------
+def ompi_cuda_support() -> dict:
+    """``mpi_built_with_cuda_support`` from ``ompi_info --parsable --all`` (None when unknown)."""
+    exe = shutil.which("ompi_info")
+    if exe is None:
+        return {"built_with_cuda_support": None, "source": "ompi_info not on PATH"}
+    try:
+        out = subprocess.run([exe, "--parsable", "--all"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"built_with_cuda_support": None, "source": f"{exe}: {e}"}
+    m = re.search(r"^mca:mpi:base:param:mpi_built_with_cuda_support:value:(\w+)$", out, re.M)
+    return {"built_with_cuda_support": None if m is None else m.group(1) == "true", "source": exe}
+
+
+def before_mpi(nccl: bool = False) -> None:
+    """Run on every rank before mpi4py initialises MPI (and, with ``nccl``, before NCCL starts)."""
+    if nccl:
+        nccl_debug_setup()
+    cpus = node_cpus()
+    decision = decide_yield(dict(os.environ), local_ranks(), cpus["usable_cpus"])
+    if decision["value"] is not None and YIELD_VAR not in os.environ:
+        os.environ[YIELD_VAR] = decision["value"]
+    BEFORE_MPI.update(cpus=cpus, yield_when_idle=decision)
+    if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")) == "0":
+        BEFORE_MPI["cuda_aware_mpi"] = ompi_cuda_support()
+
+
+# -- NCCL's own account of what it chose -----------------------------------------------
+NCCL_LINE = re.compile(r"NCCL INFO (.*)$")
+
+
+def nccl_debug_setup() -> None:
+    """Have NCCL write its INFO lines (init and network only) to a file of this rank's own.
+
+    Only when the user has not asked for NCCL_DEBUG themselves: then their setting stands
+    and NCCL prints where they expect.
+    """
+    if "NCCL_DEBUG" in os.environ:
+        return
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="mncbench-nccl-", suffix=".log")
+    os.close(fd)
+    os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=path)
+    BEFORE_MPI["nccl_debug_file"] = path
+
+
+def parse_nccl_info(text: str) -> dict:
+    """NCCL's version, network, interfaces and channel transports from its INFO lines."""
+    out = {"version": None, "network": None, "interfaces": [], "transports": []}
+    for raw in text.splitlines():
+        m = NCCL_LINE.search(raw)
+        if m is None:
+            continue
+        line = m.group(1).strip()
+        v = re.match(r"NCCL version (\S+)", line)
+        if v:
+            out["version"] = v.group(1)
+        n = re.match(r"Using network (\S+)", line)
+        if n:
+            out["network"] = n.group(1)
+        u = re.match(r"NET/(\w+) ?: Using (.*)$", line)
+        if u:
+            for dev in re.findall(r"\[\d+\](\S+?)(?::[\d.]+<\d+>|\s|$)", u.group(2) + " "):
+                name = f"{u.group(1)}:{dev}"
+                if name not in out["interfaces"]:
+                    out["interfaces"].append(name)
+        t = re.search(r" via (\S+)", line)
+        if line.startswith("Channel") and t and t.group(1) not in out["transports"]:
+            out["transports"].append(t.group(1))
+    return out
+
+
+def nccl_debug_read() -> dict | None:
+    """This rank's parsed NCCL INFO lines (and the file removed), or None when not collected."""
+    path = BEFORE_MPI.get("nccl_debug_file")
+    if not path:
+        return None
+    text = ""
+    for candidate in (path, f"{path}.{os.getpid()}"):
+        try:
+            with open(candidate, encoding="utf-8", errors="replace") as f:
+                text += f.read()
+            os.unlink(candidate)
+        except OSError:
+            pass
+    return parse_nccl_info(text)
+
+
+# -- after ---------------------------------------------------------------------------
+def rank_record(r) -> dict:
+    """This rank's host, CPUs and device (every rank; gathered by the caller)."""
+    cpus = BEFORE_MPI.get("cpus") or node_cpus()
+    rec = {
+        "rank": r.rank, "host": r.hosts[r.rank], "pid": os.getpid(),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        **cpus,
+        "yield_when_idle": (BEFORE_MPI.get("yield_when_idle") or {}).get("value"),
+        "gpu": None,
+        "nccl": nccl_debug_read(),
+    }
+    if r.cuda is not None:
+        cupy = r.cuda.cupy
+        props = cupy.cuda.runtime.getDeviceProperties(r.device)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        rec["gpu"] = {"device": r.device, "name": name,
+                      "pci_bus_id": "{:04x}:{:02x}:{:02x}.0".format(
+                          props.get("pciDomainID", 0), props.get("pciBusID", 0), props.get("pciDeviceID", 0))}
+    return rec
+
+
+def oversubscribed_hosts(ranks: list[dict]) -> list[dict]:
+    """Hosts whose ranks outnumber the CPUs they can use (node CPUs, or the union of their affinities)."""
+    by_host: dict[str, list[dict]] = {}
+    for rec in ranks:
+        by_host.setdefault(rec["host"], []).append(rec)
+    out = []
+    for host, recs in by_host.items():
+        affinity = set()
+        for rec in recs:
+            affinity.update(rec.get("affinity") or [])
+        usable = min([rec["usable_cpus"] for rec in recs] + ([len(affinity)] if affinity else []))
+        if len(recs) > usable:
+            out.append({"host": host, "ranks": len(recs), "usable_cpus": usable})
+    return out
+
+
+def environment(r, ranks: list[dict]) -> dict:
+    MPI = r.MPI
+    import mpi4py
+
+    counts: dict[str, int] = {}
+    for h in r.hosts:
+        counts[h] = counts.get(h, 0) + 1
+    # Open MPI's string ends in a NUL, which is not whitespace.
+    mpi_library = MPI.Get_library_version().replace("\x00", "").strip()
+    mpi_library = mpi_library.splitlines()[0].strip().rstrip(",")
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "chainer": r.chainer.__version__,
+        "numpy": np.__version__,
+        "cupy": None,
+        "mpi4py": mpi4py.__version__,
+        "mpi_library": mpi_library,
+        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+        "cuda_aware_mpi": BEFORE_MPI.get("cuda_aware_mpi"),
+        "communicator_class": type(r.comm).__name__,
+        "hosts": r.hosts,
+        "nodes": len(counts),
+        "processes_per_node": counts,
+        "ranks": ranks,
+        "oversubscribed": oversubscribed_hosts(ranks),
+        "mpi_yield_when_idle": BEFORE_MPI.get("yield_when_idle"),
+        "transport": {k: os.environ.get(k) for k in TRANSPORT_VARS},
+        "transport_note": "as the ranks were told (mpiexec --mca, -x); unset: Open MPI's TCP transport "
+                          "uses every interface that is up, NCCL picks its own",
+        "device": "cpu",
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+    if r.cuda is not None:
+        cupy = r.cuda.cupy
+        env["cupy"] = cupy.__version__
+        env["device"] = f"cuda ({ranks[0]['gpu']['name']})"
+        env["gpus"] = [dict(rec["gpu"], rank=rec["rank"], host=rec["host"]) for rec in ranks]
+        env["cudnn_enabled"] = bool(r.cuda.cudnn_enabled) and r.chainer.should_use_cudnn(">=auto")
+        try:
+            from cupy.cuda import nccl
+
+            env["nccl_version"] = nccl.get_version()
+        except Exception:
+            env["nccl_version"] = None
+        seen = [rec["nccl"] for rec in ranks if rec.get("nccl")]
+        env["nccl"] = None if not seen else {
+            "network": sorted({x["network"] for x in seen if x["network"]}),
+            "interfaces": sorted({i for x in seen for i in x["interfaces"]}),
+            "transports": sorted({t for x in seen for t in x["transports"]}),
+            "note": "from one NCCL_DEBUG=INFO initialisation per rank (subsystems INIT, NET)",
+        }
+    return env
