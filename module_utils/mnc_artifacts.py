@@ -32,13 +32,27 @@ def _plain_name(value, what):
     return value
 
 
+def apply_override(artifact, overrides=None):
+    """The artifact record with its per-artifact source override applied (no validation).
+
+    The one place the override rule lives: the override's keys (``url``,
+    ``path``, ``sha256``, ``filename``) replace the record's. Playbooks reach
+    it as the ``mnc_artifact_source`` filter (filter_plugins/mnc.py);
+    resolve_artifact validates its result.
+    """
+    merged = dict(artifact or {})
+    merged.update((overrides or {}).get(merged.get("name", "")) or {})
+    return merged
+
+
 def resolve_artifact(artifact, overrides=None):
     """Apply a per-artifact source override and validate the result.
 
     ``artifact`` is ``{name, version, filename, url, sha256}``; ``overrides``
     maps names to ``{url | path, sha256, filename}``. Returns a new dict with
     ``name, version, filename, sha256`` and ``source`` (the URL, or
-    ``file://<path>`` for a local file). Mirrors roles/artifacts/tasks/fetch.yml.
+    ``file://<path>`` for a local file); roles/artifacts/tasks/fetch.yml
+    applies the same override through the mnc_artifact_source filter.
     """
     if not isinstance(artifact, dict):
         raise ArtifactError(f"an artifact must be a mapping, got {artifact!r}")
@@ -49,8 +63,7 @@ def resolve_artifact(artifact, overrides=None):
     unknown = set(override) - {"url", "path", "sha256", "filename"}
     if unknown:
         raise ArtifactError(f"mnc_artifact_overrides.{name}: unknown keys {sorted(unknown)}")
-    merged = dict(artifact)
-    merged.update(override)
+    merged = apply_override(artifact, overrides)
     version = _plain_name(merged.get("version", ""), f"{name}: version")
     filename = _plain_name(merged.get("filename", ""), f"{name}: filename")
     sha256 = str(merged.get("sha256") or "").lower()

@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import re
 
+try:  # as a module_utils of an Ansible module
+    from ansible.module_utils.mnc_hostfile import parse_hostfile as parse_hostfile
+except ImportError:  # imported directly (unit tests)
+    from mnc_hostfile import parse_hostfile as parse_hostfile
+
 SCHEMA = "mncluster.benchmark/1"
 REPORT_SCHEMA = "mncluster.report/1"
 JSON_PREFIX = "MNCBENCH_JSON "
@@ -33,25 +38,6 @@ def process_counts(total_slots):
         p *= 2
     counts.append(total_slots)
     return counts
-
-
-def parse_hostfile(text):
-    """[(host, slots)] from an OpenMPI hostfile; a host without ``slots=`` has 1."""
-    hosts = []
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = line.split()
-        slots = 1
-        for field in fields[1:]:
-            m = re.match(r"^(slots|max_slots|max-slots)=(\d+)$", field)
-            if m is None:
-                raise ValueError(f"hostfile line {lineno}: cannot read {field!r}")
-            if m.group(1) == "slots":
-                slots = int(m.group(2))
-        hosts.append((fields[0], slots))
-    return hosts
 
 
 def check_process_counts(counts, nodes, slots_per_node, hostfile_hosts=None):

@@ -15,6 +15,11 @@ from __future__ import annotations
 import json
 import re
 
+try:  # as a module_utils of an Ansible module
+    from ansible.module_utils.mnc_hostfile import parse_hostfile as _parse_hostfile
+except ImportError:  # imported directly (unit tests)
+    from mnc_hostfile import parse_hostfile as _parse_hostfile
+
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
 # Components that must be identical on every node (key in mnc_versions.py's output -> label).
@@ -38,19 +43,7 @@ def row(check, subject, status, detail):
 
 def parse_hostfile(text: str) -> list[dict]:
     """``<address> slots=<n>`` lines (comments and blank lines ignored), in file order."""
-    entries = []
-    for raw in (text or "").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = line.split()
-        slots = 1
-        for f in fields[1:]:
-            m = re.fullmatch(r"(?:slots|max_slots)=(\d+)", f)
-            if m and f.startswith("slots="):
-                slots = int(m.group(1))
-        entries.append({"address": fields[0], "slots": slots})
-    return entries
+    return [{"address": host, "slots": slots} for host, slots in _parse_hostfile(text, strict=False)]
 
 
 def check_hostfile(entries: list[dict], nodes: list[dict]) -> list[dict]:

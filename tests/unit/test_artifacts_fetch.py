@@ -65,8 +65,8 @@ PLAY = """
         name: artifacts
         tasks_from: fetch
       vars:
-        artifact: {artifact}
-        artifact_dest: {dest}/
+        artifacts_fetch: {artifact}
+        artifacts_fetch_dest: {dest}/
     - name: Write the manifest
       mnc_artifact_manifest:
         cache: "{{{{ lookup('ansible.builtin.env', 'MNC_ARTIFACT_CACHE') }}}}"

@@ -31,18 +31,18 @@ BUILD_TASKS = """\
 - name: Fail on request
   ansible.builtin.fail:
     msg: the build broke
-  when: build_cache_fingerprint.flag == 'broken'
+  when: artifacts_build_fingerprint.flag == 'broken'
 
 - name: Create the staging prefix
   ansible.builtin.file:
-    path: "{{{{ build_cache_destdir }}}}{{{{ build_cache_prefix }}}}/bin"
+    path: "{{{{ artifacts_build_result.destdir }}}}{{{{ artifacts_build_prefix }}}}/bin"
     state: directory
     mode: "0755"
 
 - name: Build the program into the staging prefix
   ansible.builtin.copy:
-    dest: "{{{{ build_cache_destdir }}}}{{{{ build_cache_prefix }}}}/bin/hello"
-    content: "#!/bin/sh\\necho hello {{{{ build_cache_fingerprint.flag }}}}\\n"
+    dest: "{{{{ artifacts_build_result.destdir }}}}{{{{ artifacts_build_prefix }}}}/bin/hello"
+    content: "#!/bin/sh\\necho hello {{{{ artifacts_build_fingerprint.flag }}}}\\n"
     mode: "0755"
 """
 
@@ -57,19 +57,19 @@ PLAY = """\
         name: artifacts
         tasks_from: build_cache
       vars:
-        build_cache_name: hello
-        build_cache_fingerprint: {{flag: "{{{{ flag }}}}", os: test}}
-        build_cache_prefix: "{prefix}"
-        build_cache_build_tasks: "{tasks}"
-        build_cache_work_root: "{work}"
-        build_cache_owner: "{{{{ owner }}}}"
+        artifacts_build_name: hello
+        artifacts_build_fingerprint: {{flag: "{{{{ flag }}}}", os: test}}
+        artifacts_build_prefix: "{prefix}"
+        artifacts_build_tasks: "{tasks}"
+        artifacts_build_work_root: "{work}"
+        artifacts_build_owner: "{{{{ owner }}}}"
 
     - name: Report
       ansible.builtin.debug:
         msg:
-          hash: "{{{{ build_cache_hash }}}}"
-          built: "{{{{ build_cache_built }}}}"
-          installed: "{{{{ build_cache_installed }}}}"
+          hash: "{{{{ artifacts_build_result.hash }}}}"
+          built: "{{{{ artifacts_build_result.built }}}}"
+          installed: "{{{{ artifacts_build_result.installed }}}}"
 """
 
 

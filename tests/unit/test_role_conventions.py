@@ -1,4 +1,4 @@
-"""House rules every role keeps, checked mechanically (STYLE.md, CONTRIBUTING.md).
+"""House rules every role keeps, checked mechanically (CONTRIBUTING.md, docs/architecture.md).
 
 ansible-lint's own role-prefix rule is off because the `mnc_` variables are a
 contract between roles; this test is the stricter replacement: a role's

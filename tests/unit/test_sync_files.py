@@ -27,15 +27,15 @@ PLAY = """\
         name: artifacts
         tasks_from: sync_files
       vars:
-        sync_src_dir: "{src}"
-        sync_files: {files}
-        sync_dest: "{dest}"
-        sync_mode: "0640"
-        sync_owner: "{owner}"
+        artifacts_sync_src_dir: "{src}"
+        artifacts_sync_files: {files}
+        artifacts_sync_dest: "{dest}"
+        artifacts_sync_mode: "0640"
+        artifacts_sync_owner: "{owner}"
 
     - name: Report
       ansible.builtin.debug:
-        var: sync_copied
+        var: artifacts_sync_result.copied
 """
 
 FILES = ["bench.py", "report.py", "with space.py"]
@@ -61,7 +61,8 @@ def bed(tmp_path):
         )
         doc = json.loads(proc.stdout)
         tasks = doc["plays"][0]["tasks"]
-        copied = next(t["hosts"]["localhost"]["sync_copied"] for t in tasks if t["task"]["name"] == "Report")
+        report = next(t["hosts"]["localhost"] for t in tasks if t["task"]["name"] == "Report")
+        copied = report["artifacts_sync_result.copied"]
         return {"stats": doc["stats"]["localhost"], "copied": copied}
 
     return {"run": run, "src": src, "dest": dest}

@@ -1,0 +1,47 @@
+"""module_utils/mnc_hostfile.py: the one hostfile parser, and the callers that share it."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "module_utils"))
+sys.path.insert(0, str(ROOT / "filter_plugins"))
+
+import mnc as mnc_filters
+import mnc_bench
+import mnc_hostfile
+import mnc_verify
+
+TEXT = "# managed by mncluster\n10.0.0.1 slots=4\n\n10.0.0.2 slots=4 max_slots=8  # node 2\nnode3\n"
+
+
+def test_hosts_slots_in_file_order():
+    assert mnc_hostfile.parse_hostfile(TEXT) == [("10.0.0.1", 4), ("10.0.0.2", 4), ("node3", 1)]
+
+
+def test_strict_refuses_an_unreadable_field_and_lenient_skips_it():
+    with pytest.raises(ValueError, match="line 1"):
+        mnc_hostfile.parse_hostfile("node slots:2\n")
+    assert mnc_hostfile.parse_hostfile("node slots:2 slots=3\n", strict=False) == [("node", 3)]
+
+
+def test_every_caller_uses_the_same_parser():
+    assert mnc_bench.parse_hostfile is mnc_hostfile.parse_hostfile
+    assert mnc_verify.parse_hostfile(TEXT) == [
+        {"address": h, "slots": s} for h, s in mnc_hostfile.parse_hostfile(TEXT)
+    ]
+    assert mnc_filters.mnc_hostfile_hosts(TEXT) == [
+        {"host": h, "slots": s} for h, s in mnc_hostfile.parse_hostfile(TEXT)
+    ]
+
+
+def test_artifact_override_filter_is_the_module_utils_rule():
+    record = {"name": "openmpi", "version": "5.0.7", "filename": "a.tar.bz2", "url": "https://x/a"}
+    record["sha256"] = "0" * 64
+    override = {"openmpi": {"url": "http://y/b.tar.xz", "filename": "b.tar.xz", "sha256": "1" * 64}}
+    merged = mnc_filters.mnc_artifact_source(record, override)
+    assert merged == dict(record, **override["openmpi"])
+    assert mnc_filters.mnc_artifact_source(record, {}) == record
+    assert mnc_filters.mnc_artifact_source(record, None) == record

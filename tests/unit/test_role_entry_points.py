@@ -1,0 +1,78 @@
+"""Every call between roles goes through a service entry point (docs/architecture.md).
+
+A role or playbook may include its own task files freely, and another role
+as a whole (`include_role: {name: X}`), but another role's task file only
+through the entry points listed in docs/architecture.md's "Service entry
+points" table. This test reads that table, so the document and the code
+cannot drift apart: a new cross-role `tasks_from:` fails here until it is a
+documented entry point (or goes away).
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "architecture.md"
+KEYS = ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role")
+
+
+def documented_entry_points() -> set:
+    """`role`/`tasks_from` pairs from the doc's "Service entry points" table."""
+    text = DOC.read_text()
+    section = text.split("## Service entry points", 1)[1].split("\n## ", 1)[0]
+    pairs = set()
+    for line in section.splitlines():
+        m = re.match(r"^\|\s*`([a-z_]+)`\s*\|\s*(.+?)\s*\|", line)
+        if m:
+            pairs.update((m.group(1), entry) for entry in re.findall(r"`([A-Za-z0-9_-]+)`", m.group(2)))
+    return pairs
+
+
+def _tasks(node):
+    """Every mapping in a parsed YAML document (tasks, blocks, plays, ...)."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _tasks(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _tasks(item)
+
+
+def cross_role_calls():
+    """(file, caller role or None, callee role, tasks_from) for every include/import_role with tasks_from."""
+    files = sorted((ROOT / "roles").glob("*/tasks/*.yml")) + sorted((ROOT / "playbooks").glob("*.yml"))
+    files.append(ROOT / "site.yml")
+    for path in files:
+        caller = path.parts[-3] if "roles" in path.parts else None
+        for task in _tasks(yaml.safe_load(path.read_text())):
+            for key in KEYS:
+                call = task.get(key)
+                if isinstance(call, dict) and "tasks_from" in call and call.get("name") != caller:
+                    entry = str(call["tasks_from"]).removesuffix(".yml")
+                    yield path.relative_to(ROOT), caller, call["name"], entry
+
+
+def test_the_document_lists_entry_points():
+    expected = {("artifacts", "fetch"), ("artifacts", "build_cache"), ("common", "import_facts")}
+    assert expected <= documented_entry_points()
+    # and the scan finds the calls it is meant to judge
+    assert {(callee, entry) for _p, _c, callee, entry in cross_role_calls()} >= expected
+
+
+def test_cross_role_task_files_are_documented_entry_points():
+    allowed = documented_entry_points()
+    bad = sorted(
+        f"{path}: {callee} tasks_from {entry}"
+        for path, _caller, callee, entry in cross_role_calls()
+        if (callee, entry) not in allowed
+    )
+    assert not bad, "another role's internal task file (not in docs/architecture.md):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("callee,entry", sorted(documented_entry_points()))
+def test_every_documented_entry_point_exists(callee, entry):
+    assert (ROOT / "roles" / callee / "tasks" / f"{entry}.yml").is_file()
