@@ -57,12 +57,14 @@ def once(host, node=CONTROLLER):
 
 
 def test_munge_key_is_one_key_readable_by_munge_only(host):
+    once(host)
     key = host.file("/etc/munge/munge.key")
     assert key.user == "munge" and key.group == "munge" and key.mode == 0o400
     assert len({_sha(n, "/etc/munge/munge.key") for n in NODES}) == 1
 
 
 def test_a_credential_made_on_one_node_is_accepted_on_the_others(host):
+    once(host)
     cred = host.run("munge -n")
     assert cred.rc == 0, cred.stderr
     for node in NODES:
@@ -74,6 +76,7 @@ def test_a_credential_made_on_one_node_is_accepted_on_the_others(host):
 
 
 def test_slurm_conf_is_the_same_everywhere_and_lists_every_node_on_its_private_address(host):
+    once(host)
     assert len({_sha(n, "/etc/slurm/slurm.conf") for n in NODES}) == 1
     conf = host.file("/etc/slurm/slurm.conf").content_string
     lines = [line for line in conf.splitlines() if line.startswith("NodeName=")]
