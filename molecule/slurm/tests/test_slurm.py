@@ -58,8 +58,8 @@ def once(host, node=CONTROLLER):
 
 def test_munge_key_is_one_key_readable_by_munge_only(host):
     once(host)
-    key = host.file("/etc/munge/munge.key")
-    assert key.user == "munge" and key.group == "munge" and key.mode == 0o400
+    for node in NODES:
+        assert sh(node, "stat -c '%U:%G %a' /etc/munge/munge.key").stdout.strip() == "munge:munge 400", node
     assert len({_sha(n, "/etc/munge/munge.key") for n in NODES}) == 1
 
 
