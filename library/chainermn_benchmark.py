@@ -118,7 +118,7 @@ options:
     default: false
 notes:
   - Uses OpenMPI's C(--map-by ppr) and C(-x) options.
-  - Per-run numbers (phase statistics, algbw, busbw) come from the benchmark itself; see DESIGN.md.
+  - Per-run numbers (phase statistics, algbw, busbw) come from the benchmark itself; see train/README.md.
 seealso:
   - module: ansible.builtin.command
 """

@@ -1,8 +1,8 @@
 """One benchmark run on every rank: the timed passes, then the ceilings, then the document.
 
 ``train.loop`` holds the timed loop, ``train.ceilings`` the communication
-ceilings, ``train.document`` the JSON document and trace (DESIGN.md, "The
-benchmark"). Nothing here imports ``train.cli``: the command line calls ``run``.
+ceilings, ``train.document`` the JSON document and trace (train/README.md
+describes both). Nothing here imports ``train.cli``: the command line calls ``run``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The timed training loop: set-up, warm-up, and the plain and instrumented passes.
 
-Per instrumented iteration, on every rank (DESIGN.md, "The benchmark"):
+Per instrumented iteration, on every rank (train/README.md says the same):
 
     barrier -> t0
     cleargrads, forward, backward, device sync -> t1   compute

@@ -63,7 +63,7 @@ def test_phases_sum_to_the_total(two_ranks):
     assert sum(b[k]["mean"] for k in PHASES) == pytest.approx(b["total"]["mean"], rel=1e-9)
     for r in doc["per_rank"]:
         assert sum(r["mean"][k] for k in PHASES) == pytest.approx(r["mean"]["total"], rel=1e-9)
-    # The max across ranks of each phase (DESIGN's critical path) can only over-count the
+    # The max across ranks of each phase (the critical path) can only over-count the
     # slowest rank's total, and by no more than how far the ranks differ in each phase.
     p = doc["phases"]
     total, summed = p["total"]["mean"], sum(p[k]["mean"] for k in PHASES)
