@@ -103,6 +103,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.mnc_bench import PHASES, build_report, chrome_trace, render_markdown
+from ansible.module_utils.mnc_files import point_link, write_atomic
 from ansible.module_utils.mnc_verdict import assess, compare
 
 PHASE_COLOURS = {"compute": "#4C72B0", "wait": "#DD8452", "allreduce": "#C44E52", "update": "#55A868"}
@@ -236,11 +237,6 @@ def _plot_bandwidth(plt, report, path):
     plt.close(fig)
 
 
-def _write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def main():
@@ -315,22 +311,19 @@ def main():
                                  "install it or set plots: false")
     os.makedirs(report_dir, exist_ok=True)
     for d in report["documents"]:
-        _write(os.path.join(report_dir, f"p{d['config']['processes']}.json"), json.dumps(d, indent=1) + "\n")
-    _write(os.path.join(report_dir, "report.json"), json.dumps(report, indent=1) + "\n")
-    _write(os.path.join(report_dir, "report.md"), render_markdown(report, plots))
+        name = f"p{d['config']['processes']}.json"
+        write_atomic(os.path.join(report_dir, name), json.dumps(d, indent=1) + "\n")
+    write_atomic(os.path.join(report_dir, "report.json"), json.dumps(report, indent=1) + "\n")
+    write_atomic(os.path.join(report_dir, "report.md"), render_markdown(report, plots))
     if report.get("trace"):
-        _write(os.path.join(report_dir, report["trace"]), json.dumps(trace) + "\n")
+        write_atomic(os.path.join(report_dir, report["trace"]), json.dumps(trace) + "\n")
     if plt is not None:
         _plot_throughput(plt, report, os.path.join(report_dir, "throughput.png"))
         _plot_phases(plt, report, os.path.join(report_dir, "phases.png"))
         _plot_bandwidth(plt, report, os.path.join(report_dir, "bandwidth.png"))
     if p["latest_link"]:
         link = os.path.join(p["dest"], "latest")
-        tmp = link + ".tmp"
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(p["timestamp"], tmp)  # relative: the reports tree can move
-        os.replace(tmp, link)
+        point_link(link, p["timestamp"])  # relative: the reports tree can move
     module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary,
                      comparison=report.get("comparison"))
 

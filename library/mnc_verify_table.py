@@ -125,16 +125,10 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.mnc_files import point_link, write_atomic
 from ansible.module_utils.mnc_verify import evaluate, render_markdown
 
 HEATMAP = "p2p-matrix.png"
-
-
-def _write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _heatmap(matrix, path):
@@ -174,14 +168,10 @@ def write_report(result, report_dir, latest_link):
         _heatmap(matrix, os.path.join(report_dir, HEATMAP))
         image = HEATMAP
         files.append(os.path.join(report_dir, HEATMAP))
-    _write(files[0], json.dumps(result, indent=1) + "\n")
-    _write(files[1], render_markdown(result, image=image))
+    write_atomic(files[0], json.dumps(result, indent=1) + "\n")
+    write_atomic(files[1], render_markdown(result, image=image))
     if latest_link:
-        tmp = latest_link + ".tmp"
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(os.path.relpath(report_dir, os.path.dirname(latest_link) or "."), tmp)
-        os.replace(tmp, latest_link)
+        point_link(latest_link, os.path.relpath(report_dir, os.path.dirname(latest_link) or "."))
     return files
 
 
