@@ -1,9 +1,17 @@
-"""The environment the module tests run `ansible localhost -m <module>` in."""
+"""How the repository's tests run Ansible: the environment (`repo_ansible_env`), a real
+ansible-playbook run (`run_playbook`), and the testinfra host list of a molecule
+scenario (`podman_hosts`)."""
+
+from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 
 
 def repo_ansible_env(json_output: bool = True, **extra: str) -> dict:
@@ -22,3 +30,28 @@ def repo_ansible_env(json_output: bool = True, **extra: str) -> dict:
         )
     env.update(extra)
     return env
+
+
+def run_playbook(
+    playbook, *extra: str, inventory, timeout: int = 600, json_output: bool = False
+) -> tuple[subprocess.CompletedProcess, float]:
+    """Run a real ansible-playbook from the repository root, uncoloured; ``inventory`` is one
+    source or a list of sources (in order). The completed process and its wall time in s."""
+    sources = inventory if isinstance(inventory, list | tuple) else [inventory]
+    env = repo_ansible_env(json_output=json_output, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    argv = [str(ANSIBLE_PLAYBOOK), *[a for src in sources for a in ("-i", str(src))], str(playbook), *extra]
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return proc, time.monotonic() - t0
+
+
+def podman_hosts(group: str = "all") -> list[str]:
+    """testinfra host specs for a molecule scenario's instances in ``group``: the instances are
+    podman containers named as in the inventory, so each check is one `podman exec` rather than
+    a whole ansible run (about 0.2 s instead of 3 s)."""
+    import testinfra.utils.ansible_runner
+
+    runner = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
+    return [f"podman://{name}" for name in runner.get_hosts(group)]

@@ -94,6 +94,9 @@ def test_only_missing_changed_or_wrong_mode_files_are_copied(bed):
     assert (dest / "report.py").read_text() == "# a new report\n"
     assert oct((dest / "with space.py").stat().st_mode & 0o777) == "0o640"
     (dest / "report.py").write_text("edited on the node\n")
+    untouched = {name: (dest / name).stat().st_ctime_ns for name in ("bench.py", "with space.py")}
     res = bed["run"]()
     assert res["copied"] == ["report.py"]
     assert (dest / "report.py").read_text() == "# a new report\n"
+    # Only the stale file is written: the others keep their ctime.
+    assert {name: (dest / name).stat().st_ctime_ns for name in untouched} == untouched

@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("MNC_NODE_IMAGE", "localhost/mncluster-node:bookworm")
@@ -56,28 +55,11 @@ mnc_nodes:
 """
 
 
-def run_playbook(inventory, playbook, *extra, timeout=300):
-    env = dict(
-        os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"
-    )
-    argv = [
-        str(Path(sys.executable).with_name("ansible-playbook")),
-        "-i",
-        str(inventory),
-        str(ROOT / "playbooks" / playbook),
-        *extra,
-    ]
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    return proc, time.monotonic() - t0
-
 
 def test_nodes_that_do_not_answer_fail_verify_by_name(tmp_path, stopped_container):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(INVENTORY.format(stopped=stopped_container))
-    proc, elapsed = run_playbook(inventory, "verify.yml")
+    proc, elapsed = run_playbook(ROOT / "playbooks" / "verify.yml", inventory=inventory)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert elapsed < 150, f"verify.yml took {elapsed:.0f}s with dead nodes"
@@ -93,7 +75,7 @@ def test_benchmark_names_the_nodes_that_do_not_answer(tmp_path, stopped_containe
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(INVENTORY.format(stopped=stopped_container))
     reports = f"benchmark_report_root={tmp_path}/reports"
-    proc, elapsed = run_playbook(inventory, "benchmark.yml", "-e", reports)
+    proc, elapsed = run_playbook(ROOT / "playbooks" / "benchmark.yml", "-e", reports, inventory=inventory)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert elapsed < 150, f"benchmark.yml took {elapsed:.0f}s with dead nodes"
@@ -107,7 +89,9 @@ def test_a_limited_run_is_refused_before_any_node_is_contacted(tmp_path, stopped
     # Limited to the node that is down: refused by the controller, so no time is spent on it.
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(INVENTORY.format(stopped=stopped_container))
-    proc, elapsed = run_playbook(inventory, playbook, "--limit", "node-stopped")
+    proc, elapsed = run_playbook(
+        ROOT / "playbooks" / playbook, "--limit", "node-stopped", inventory=inventory
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "measures the whole cluster" in out or "checks the whole cluster" in out, out

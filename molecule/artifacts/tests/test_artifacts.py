@@ -2,14 +2,17 @@
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
-import testinfra.utils.ansible_runner
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
-    os.environ["MOLECULE_INVENTORY_FILE"]
-).get_hosts("all")
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import podman_hosts
+
+# One `podman exec` per check (tests/unit/ansible_env.py).
+testinfra_hosts = podman_hosts("all")
 
 OPENMPI_ORIG_SHA256 = "97f10c04e9b9a1771db3fd005009e4c07afa3ce739f940e41eb0fc7397cb9473"
 DEMO_SHA256 = "344a42a9d20d998176228620d8b3be05b976b56264a2b70651b71fd7cc735e13"

@@ -1,17 +1,16 @@
 """State the `common` role leaves on a node, checked from outside with testinfra."""
 
-import os
-
-import testinfra.utils.ansible_runner
+import sys
+from pathlib import Path
 
 # The instances are podman containers: talk to them with testinfra's podman
 # backend (one `podman exec` per check) rather than a full ansible run per check.
-testinfra_hosts = [
-    f"podman://{name}"
-    for name in testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts(
-        "all"
-    )
-]
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import podman_hosts
+
+# One `podman exec` per check (tests/unit/ansible_env.py).
+testinfra_hosts = podman_hosts("all")
 
 
 def test_node_runs_systemd(host):

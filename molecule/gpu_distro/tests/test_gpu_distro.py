@@ -1,12 +1,14 @@
 """State the distro method leaves on a Debian 12 node: Debian's CUDA 11.8 toolkit."""
 
-import os
+import sys
+from pathlib import Path
 
-import testinfra.utils.ansible_runner
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import podman_hosts
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
-    os.environ["MOLECULE_INVENTORY_FILE"]
-).get_hosts("all")
+# One `podman exec` per check (tests/unit/ansible_env.py).
+testinfra_hosts = podman_hosts("all")
 
 USER = "mpiuser"
 

@@ -1,12 +1,14 @@
 """GPU checks: nvidia-smi, a CuPy kernel, an NCCL allreduce across the local GPUs."""
 
-import os
+import sys
+from pathlib import Path
 
-import testinfra.utils.ansible_runner
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import podman_hosts
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
-    os.environ["MOLECULE_INVENTORY_FILE"]
-).get_hosts("all")
+# One `podman exec` per check (tests/unit/ansible_env.py).
+testinfra_hosts = podman_hosts("all")
 
 PYTHON = "/opt/mnc-gpu-hw/venv/bin/python"
 USER = "mpiuser"

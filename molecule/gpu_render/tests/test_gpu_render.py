@@ -1,14 +1,17 @@
 """What the nvidia_repo method writes for each supported distribution (rendered, not installed)."""
 
 import json
-import os
+import sys
+from pathlib import Path
 
 import pytest
-import testinfra.utils.ansible_runner
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
-    os.environ["MOLECULE_INVENTORY_FILE"]
-).get_hosts("all")
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import podman_hosts
+
+# One `podman exec` per check (tests/unit/ansible_env.py).
+testinfra_hosts = podman_hosts("all")
 
 DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
 KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"

@@ -10,17 +10,17 @@ import hashlib
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
-import testinfra.utils.ansible_runner
 
-testinfra_hosts = [
-    f"podman://{name}"
-    for name in testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts(
-        "all"
-    )
-]
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from ansible_env import podman_hosts
+
+# One `podman exec` per check (tests/unit/ansible_env.py).
+testinfra_hosts = podman_hosts("all")
 
 USER = "mpiuser"
 HOME = f"/home/{USER}"

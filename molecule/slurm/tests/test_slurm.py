@@ -14,14 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import testinfra.utils.ansible_runner
 
 INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY_FILE).get_hosts("mnc_nodes")
-
 ROOT = Path(__file__).resolve().parents[3]
+# How the repository's own tests run Ansible.
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
-from ansible_env import repo_ansible_env
+from ansible_env import podman_hosts, run_playbook
+
+# One `podman exec` per check.
+testinfra_hosts = podman_hosts("mnc_nodes")
 
 SCENARIO = Path(__file__).resolve().parents[1]
 NODES = {"mnc-slurm-1": "10.89.79.11", "mnc-slurm-2": "10.89.79.12", "mnc-slurm-3": "10.89.79.13"}
@@ -36,12 +37,10 @@ def sh(node, script, stdin=None, check=True):
 
 
 def playbook(path, *extra, timeout=900):
-    env = repo_ansible_env(json_output=True, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(Path(INVENTORY_FILE).parent),
-            str(path), *extra]  # fmt: skip
-    return subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    """A real playbook against this scenario's containers, results as JSON on stdout."""
+    inventory = Path(INVENTORY_FILE).parent
+    proc, _ = run_playbook(path, *extra, inventory=inventory, timeout=timeout, json_output=True)
+    return proc
 
 
 def _sha(node, path):

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-import testinfra.utils.ansible_runner
 
 INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY_FILE).get_hosts("mnc_nodes")
-
 ROOT = Path(__file__).resolve().parents[3]
-# The environment the repository's own tests run ansible-playbook in.
+# How the repository's own tests run Ansible.
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
-from ansible_env import repo_ansible_env
+from ansible_env import podman_hosts, run_playbook
+
+# One `podman exec` per check.
+testinfra_hosts = podman_hosts("mnc_nodes")
 
 SCENARIO = Path(__file__).resolve().parents[1]
 NODES = {"mnc-wiring-1": "10.89.78.11", "mnc-wiring-2": "10.89.78.12", "mnc-wiring-3": "10.89.78.13"}
@@ -33,20 +33,9 @@ USER = "mpiuser"
 
 def playbook(path, *extra, timeout=600, json_out=False, inventory=None):
     """Run a real playbook against this scenario's containers (``inventory``: the
-    sources to use instead of the scenario's, in order)."""
-    env = repo_ansible_env(json_output=json_out, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    sources to use instead of the scenario's, in order); the process and its wall time."""
     sources = inventory or [Path(INVENTORY_FILE).parent]
-    argv = [
-        str(Path(sys.executable).with_name("ansible-playbook")),
-        *[arg for src in sources for arg in ("-i", str(src))],
-        str(path),
-        *extra,
-    ]
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    return proc, time.monotonic() - t0
+    return run_playbook(path, *extra, inventory=sources, timeout=timeout, json_output=json_out)
 
 
 # --- ssh_mesh -----------------------------------------------------------------------------------
