@@ -55,3 +55,18 @@ def podman_hosts(group: str = "all") -> list[str]:
 
     runner = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
     return [f"podman://{name}" for name in runner.get_hosts(group)]
+
+
+def run_module(module: str, args: dict, *extra: str, timeout: int = 120) -> dict:
+    """Run one of this repository's modules on localhost with real `ansible` (``extra``: more
+    command-line options, e.g. ``--check``); the module's result."""
+    import json
+
+    argv = [
+        str(ANSIBLE_PLAYBOOK.with_name("ansible")), "localhost", "-i", "localhost,", "-c", "local",
+        "-m", module, "-a", json.dumps(args), "-e", f"ansible_python_interpreter={sys.executable}", *extra,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv, cwd=ROOT, env=repo_ansible_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
