@@ -126,7 +126,7 @@ seealso:
 EXAMPLES = r"""
 - name: Benchmark the MLP at 1, 2, 4 and 6 processes
   chainermn_benchmark:
-    chdir: /home/mpiuser/mncluster
+    chdir: /usr/local/lib/mncluster
     python: /home/mpiuser/.venv/mncluster/bin/python
     hostfile: /home/mpiuser/mncluster/hostfile
     slots_per_node: 2
@@ -137,7 +137,7 @@ EXAMPLES = r"""
 
 - name: One process count per task, so progress shows
   chainermn_benchmark:
-    chdir: /home/mpiuser/mncluster
+    chdir: /usr/local/lib/mncluster
     hostfile: /home/mpiuser/mncluster/hostfile
     process_counts: ["{{ item }}"]
     model: resnet50

@@ -173,6 +173,7 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
     extra = {
         "benchmark_become": False,
+        "benchmark_program_dir": str(tmp_path / "lib"),
         "benchmark_iterations": 8,
         "benchmark_warmup": 2,
         "benchmark_mpiexec_extra_args": ["--oversubscribe"],
@@ -219,10 +220,10 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
     proc = playbook()
     # progress: one line per process count
     assert "(item=p=1)" in proc.stdout and "(item=p=2)" in proc.stdout
-    # the train package reached the node, sources only
-    assert sorted(p.name for p in (tmp_path / "work" / "train").iterdir()) == sorted(
-        p.name for p in (ROOT / "train").glob("*.py")
-    )
+    # the train package reached the node, sources only, root's own (outside the MPI user's home)
+    train = tmp_path / "lib" / "train"
+    assert sorted(p.name for p in train.iterdir()) == sorted(p.name for p in (ROOT / "train").glob("*.py"))
+    assert {(p.stat().st_uid, p.stat().st_mode & 0o022) for p in [train, *train.iterdir()]} == {(0, 0)}
     latest = tmp_path / "reports" / "latest"
     assert latest.is_symlink()
     report = json.loads((latest / "report.json").read_text())
