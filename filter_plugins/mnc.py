@@ -6,6 +6,7 @@ filters (ansible.cfg: filter_plugins = filter_plugins), so a rule such as
 lists" lives in Python once, with its unit tests, and nowhere in Jinja.
 """
 
+import ipaddress
 import sys
 from pathlib import Path
 
@@ -29,6 +30,15 @@ def mnc_hostfile_hosts(text):
     return [{"host": host, "slots": slots} for host, slots in mnc_hostfile.parse_hostfile(text)]
 
 
+def mnc_network(address, prefix):
+    """The network an address is on, as CIDR: ``'10.0.0.11' | mnc_network(24)`` is ``10.0.0.0/24``."""
+    return str(ipaddress.ip_interface(f"{address}/{int(prefix)}").network)
+
+
 class FilterModule:
     def filters(self):
-        return {"mnc_artifact_source": mnc_artifact_source, "mnc_hostfile_hosts": mnc_hostfile_hosts}
+        return {
+            "mnc_artifact_source": mnc_artifact_source,
+            "mnc_hostfile_hosts": mnc_hostfile_hosts,
+            "mnc_network": mnc_network,
+        }

@@ -98,6 +98,25 @@ def test_hostfile_lists_every_node_with_its_slots(host):
         assert "managed by mncluster" in f.content_string
 
 
+# --- mpi_network: every job pinned to the private network -------------------------------------
+
+
+def test_mpi_and_nccl_traffic_pinned_to_the_private_network(host):
+    # Debian's OpenMPI 4.1 stands in here: one MCA file (sysconfdir /etc/openmpi).
+    mca = host.file("/etc/openmpi/openmpi-mca-params.conf").content_string
+    for line in ("btl_tcp_if_include = 10.89.78.0/24", "oob_tcp_if_include = 10.89.78.0/24",
+                 "plm_rsh_args = -o BatchMode=yes -o ConnectTimeout=10"):  # fmt: skip
+        assert line in mca.splitlines(), line
+    # What every job of the MPI user sees, not only what the file says.
+    out = host.check_output(f"sudo -u {USER} ompi_info --parsable --param btl tcp --level 9")
+    assert "mca:btl:tcp:param:btl_tcp_if_include:value:10.89.78.0/24" in out.splitlines()
+    nccl = host.file("/etc/nccl.conf")
+    assert nccl.user == "root" and "NCCL_SOCKET_IFNAME==eth0" in nccl.content_string.splitlines()
+    fact = json.loads(host.file("/etc/ansible/facts.d/mncluster_network.fact").content_string)
+    assert fact["mnc_private_iface"] == "eth0" and fact["mnc_private_cidr"] == "10.89.78.0/24"
+    assert fact["mnc_mpi_pinned"] is True and fact["mnc_nccl_pinned"] is True
+
+
 # --- bonding: render + validate, never applied here ---------------------------------------------
 
 
