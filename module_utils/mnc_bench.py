@@ -293,7 +293,8 @@ def build_report(documents, meta=None):
         "config": {k: v for k, v in first.get("config", {}).items() if k != "processes"},
         "environment": {k: first.get("environment", {}).get(k) for k in
                         ("chainer", "numpy", "cupy", "mpi4py", "mpi_library", "python", "device",
-                         "cuda_aware_mpi", "transport", "nccl_version", "nccl", "cudnn_enabled")},
+                         "cuda_aware_mpi", "transport", "network_pinning", "nccl_version", "nccl",
+                         "cudnn_enabled")},
         "gradient": first.get("gradient"),
         "baseline_processes": runs[0]["processes"] if runs else None,
         "runs": runs,
@@ -403,6 +404,19 @@ def _verdict_details(report):
     return lines
 
 
+def _pinning_lines(pinning):
+    """Where every job's MPI and NCCL traffic is pinned (roles/mpi_network), as the ranks saw it."""
+    if not pinning:
+        return []
+    mpi = pinning.get("btl_tcp_if_include")
+    nccl = (pinning.get("nccl_conf") or {}).get("NCCL_SOCKET_IFNAME")
+    nccl_text = "not pinned (NCCL's choice)"
+    if nccl:
+        nccl_text = f"`NCCL_SOCKET_IFNAME={nccl['value']}` ({nccl['file']})"
+    mpi_text = f"`btl_tcp_if_include={mpi}`" if mpi else "not pinned (every interface that is up)"
+    return [f"Network pinning (every job): Open MPI TCP {mpi_text}; NCCL sockets {nccl_text}.", ""]
+
+
 def render_markdown(report, plots=()):
     """report.md: the verdict, configuration, then the tables, then the plots."""
     cfg, grad, runs = report["config"], report.get("gradient") or {}, report["runs"]
@@ -431,6 +445,7 @@ def render_markdown(report, plots=()):
             ", ".join((nccl or {}).get("interfaces") or []) or "n/a",
             ", ".join((nccl or {}).get("transports") or []) or "n/a",
             {True: "enabled", False: "disabled"}.get(env.get("cudnn_enabled"), "n/a")), ""]
+    lines += _pinning_lines(env.get("network_pinning"))
     transport = {k: v for k, v in (env.get("transport") or {}).items() if v}
     if transport:
         lines += ["Transport settings the ranks were given: "

@@ -1,8 +1,9 @@
 """What a reader needs to judge a run: versions, MPI library, and every rank's host, CPUs and GPU.
 
 Two parts run before MPI starts (``before_mpi``, called by the command line):
-rank 0 asks ``ompi_info`` whether the library was built with CUDA support
-(no fork after MPI_Init), and every rank decides whether MPI should yield
+rank 0 asks ``ompi_info`` whether the library was built with CUDA support and
+which interfaces its TCP transport is pinned to (no fork after MPI_Init), and
+every rank decides whether MPI should yield
 when idle: ranks that busy-poll on a node with fewer usable CPUs than ranks
 steal each other's time, which shows as a slow network and is not one.
 """
@@ -134,17 +135,41 @@ def decide_yield(env: dict, local: int | None, usable: float) -> dict:
 
 
 # -- before MPI_Init ---------------------------------------------------------------
-def ompi_cuda_support() -> dict:
-    """``mpi_built_with_cuda_support`` from ``ompi_info --parsable --all`` (None when unknown)."""
+def ompi_settings() -> dict:
+    """From one ``ompi_info --parsable --all`` (the settings every job gets, MCA files included):
+    ``mpi_built_with_cuda_support`` and the TCP BTL's interface selection (None when unknown)."""
+    unknown = {"built_with_cuda_support": None, "btl_tcp_if_include": None, "btl_tcp_if_exclude": None}
     exe = shutil.which("ompi_info")
     if exe is None:
-        return {"built_with_cuda_support": None, "source": "ompi_info not on PATH"}
+        return dict(unknown, source="ompi_info not on PATH")
     try:
         out = subprocess.run([exe, "--parsable", "--all"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as e:
-        return {"built_with_cuda_support": None, "source": f"{exe}: {e}"}
-    m = re.search(r"^mca:mpi:base:param:mpi_built_with_cuda_support:value:(\w+)$", out, re.M)
-    return {"built_with_cuda_support": None if m is None else m.group(1) == "true", "source": exe}
+        return dict(unknown, source=f"{exe}: {e}")
+
+    def value(param: str) -> str | None:
+        m = re.search(rf"^mca:\w+:\w+:param:{param}:value:(.*)$", out, re.M)
+        return None if m is None else m.group(1)
+
+    cuda = value("mpi_built_with_cuda_support")
+    return {"built_with_cuda_support": None if cuda is None else cuda == "true",
+            "btl_tcp_if_include": value("btl_tcp_if_include") or None,
+            "btl_tcp_if_exclude": value("btl_tcp_if_exclude") or None, "source": exe}
+
+
+NCCL_CONF_KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_NET")
+
+
+def nccl_conf(paths=None) -> dict:
+    """The interface settings NCCL reads from its configuration files (the later file wins, as in
+    NCCL; the environment wins over both and is recorded under ``transport``)."""
+    found = {}
+    for path in paths or ("/etc/nccl.conf", os.path.expanduser("~/.nccl.conf")):
+        for line in (_read(path) or "").splitlines():
+            key, sep, val = line.strip().partition("=")
+            if sep and key in NCCL_CONF_KEYS:
+                found[key] = {"value": val, "file": path}
+    return found
 
 
 def before_mpi(nccl: bool = False) -> None:
@@ -157,7 +182,14 @@ def before_mpi(nccl: bool = False) -> None:
         os.environ[YIELD_VAR] = decision["value"]
     BEFORE_MPI.update(cpus=cpus, yield_when_idle=decision)
     if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")) == "0":
-        BEFORE_MPI["cuda_aware_mpi"] = ompi_cuda_support()
+        settings = ompi_settings()
+        BEFORE_MPI["cuda_aware_mpi"] = {k: settings[k] for k in ("built_with_cuda_support", "source")}
+        BEFORE_MPI["network_pinning"] = {
+            "btl_tcp_if_include": settings["btl_tcp_if_include"],
+            "btl_tcp_if_exclude": settings["btl_tcp_if_exclude"],
+            "nccl_conf": nccl_conf(),
+            "note": "what every job gets: ompi_info (MCA files and environment), NCCL's configuration files",
+        }
 
 
 # -- NCCL's own account of what it chose -----------------------------------------------
@@ -288,6 +320,7 @@ def environment(r, ranks: list[dict]) -> dict:
         "oversubscribed": oversubscribed_hosts(ranks),
         "mpi_yield_when_idle": BEFORE_MPI.get("yield_when_idle"),
         "transport": {k: os.environ.get(k) for k in TRANSPORT_VARS},
+        "network_pinning": BEFORE_MPI.get("network_pinning"),
         "transport_note": "as the ranks were told (mpiexec --mca, -x); unset: Open MPI's TCP transport "
                           "uses every interface that is up, NCCL picks its own",
         "device": "cpu",

@@ -57,6 +57,8 @@ def test_environment_of_every_rank_is_recorded(tmp_path):
     assert env["mpi_yield_when_idle"]["source"].startswith("launcher")
     assert env["transport"]["OMPI_MCA_btl_tcp_if_include"] == "lo"
     assert env["cuda_aware_mpi"]["built_with_cuda_support"] in (True, False)
+    # ompi_info, run with the ranks' environment, reports the setting every job gets.
+    assert env["network_pinning"]["btl_tcp_if_include"] == "lo"
     if environment.node_cpus()["usable_cpus"] >= 2:
         assert env["oversubscribed"] == []
 

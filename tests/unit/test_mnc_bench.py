@@ -234,6 +234,23 @@ def test_report_names_nccl_and_transport_settings():
     assert "Transport settings the ranks were given: `NCCL_SOCKET_IFNAME=bond0`." in md
 
 
+def test_report_says_where_every_job_is_pinned():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    pinned = {"btl_tcp_if_include": "10.0.0.0/24", "btl_tcp_if_exclude": None,
+              "nccl_conf": {"NCCL_SOCKET_IFNAME": {"value": "=bond0", "file": "/etc/nccl.conf"}}}
+    for d in docs:
+        d["environment"]["network_pinning"] = pinned
+    report = mnc_bench.build_report(docs)
+    assert report["environment"]["network_pinning"] == pinned
+    md = mnc_bench.render_markdown(report)
+    assert ("Network pinning (every job): Open MPI TCP `btl_tcp_if_include=10.0.0.0/24`; "
+            "NCCL sockets `NCCL_SOCKET_IFNAME==bond0` (/etc/nccl.conf).") in md
+    for d in docs:
+        d["environment"]["network_pinning"] = {"btl_tcp_if_include": None, "nccl_conf": {}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "Open MPI TCP not pinned (every interface that is up); NCCL sockets not pinned" in md
+
+
 def test_report_refuses_other_documents():
     with pytest.raises(ValueError, match="schema"):
         mnc_bench.build_report([{"schema": "x", "config": {"processes": 1}}])
