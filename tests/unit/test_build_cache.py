@@ -63,6 +63,7 @@ PLAY = """\
         artifacts_build_tasks: "{tasks}"
         artifacts_build_work_root: "{work}"
         artifacts_build_owner: "{{{{ owner }}}}"
+        artifacts_build_keep: [envs]
 
     - name: Report
       ansible.builtin.debug:
@@ -192,3 +193,28 @@ def test_owner_is_set_before_the_swap(bed):
     assert bed["program"]() == "hello a\n"
     again = bed["run"]("a", owner="nobody")
     assert again["report"]["installed"] is False and again["stats"]["changed"] == 0
+
+
+def test_a_rebuild_keeps_what_users_made_in_the_kept_directories(bed):
+    bed["run"]("a")
+    env = bed["prefix"] / "envs" / "mine"
+    env.mkdir(parents=True)
+    (env / "pyvenv.cfg").write_text("home = mine\n")
+    res = bed["run"]("b")
+    assert res["failures"] == [] and res["report"]["installed"] is True
+    assert bed["program"]() == "hello b\n"
+    assert (env / "pyvenv.cfg").read_text() == "home = mine\n"
+    assert not Path(f"{bed['prefix']}.mncluster-old").exists()
+
+
+def test_a_swap_killed_between_its_renames_is_finished_not_lost(bed):
+    bed["run"]("a")
+    (bed["prefix"] / "envs").mkdir()
+    (bed["prefix"] / "envs" / "kept").write_text("x")
+    # As the swap leaves it when killed after moving the prefix aside.
+    old = Path(f"{bed['prefix']}.mncluster-old")
+    bed["prefix"].rename(old)
+    res = bed["run"]("a")
+    assert res["failures"] == [] and res["report"]["installed"] is False
+    assert bed["builds"]() == 1 and bed["program"]() == "hello a\n"
+    assert (bed["prefix"] / "envs" / "kept").read_text() == "x" and not old.exists()
