@@ -17,6 +17,7 @@ if _MODULE_UTILS not in sys.path:
 
 import mnc_artifacts
 import mnc_hostfile
+import mnc_preflight
 
 
 def mnc_artifact_source(artifact, overrides=None):
@@ -29,6 +30,51 @@ def mnc_hostfile_hosts(text):
     return [{"host": host, "slots": slots} for host, slots in mnc_hostfile.parse_hostfile(text)]
 
 
+def mnc_unsafe_names(values, kind="name"):
+    """The values (a string or a list) that are not a safe name of ``kind`` (user, interface, name)."""
+    return mnc_preflight.unsafe_names(values, kind)
+
+
+def mnc_preflight_specs(files):
+    """``[{role, entry, options}]`` of ``{role: parsed argument_specs.yml}``, defaults and required dropped."""
+    return mnc_preflight.role_specs(files)
+
+
+def mnc_preflight_pick(values, names):
+    """The items of ``values`` whose key is in ``names`` (a list or a dict's keys)."""
+    return {k: v for k, v in values.items() if k in names}
+
+
+def mnc_preflight_names(names):
+    """The variable names, of those given, that preflight's cross-checks have a rule for."""
+    return mnc_preflight.checked_names(names)
+
+
+def mnc_preflight_node(values, host):
+    """Problems of one node's inventory values: ``values | mnc_preflight_node(inventory_hostname)``."""
+    return mnc_preflight.node_problems(host, values)
+
+
+def mnc_preflight_cluster(private_ips):
+    """Problems across the nodes ``{host: mnc_private_ip or None}``: missing and shared addresses."""
+    return mnc_preflight.cluster_problems(private_ips)
+
+
+def mnc_preflight_spec_problems(results, host):
+    """One line per distinct argument-spec error in validate_argument_spec loop results."""
+    return mnc_preflight.spec_problems(host, results)
+
+
 class FilterModule:
     def filters(self):
-        return {"mnc_artifact_source": mnc_artifact_source, "mnc_hostfile_hosts": mnc_hostfile_hosts}
+        return {
+            "mnc_artifact_source": mnc_artifact_source,
+            "mnc_hostfile_hosts": mnc_hostfile_hosts,
+            "mnc_unsafe_names": mnc_unsafe_names,
+            "mnc_preflight_specs": mnc_preflight_specs,
+            "mnc_preflight_pick": mnc_preflight_pick,
+            "mnc_preflight_names": mnc_preflight_names,
+            "mnc_preflight_node": mnc_preflight_node,
+            "mnc_preflight_cluster": mnc_preflight_cluster,
+            "mnc_preflight_spec_problems": mnc_preflight_spec_problems,
+        }
