@@ -35,14 +35,16 @@ def mnc_unsafe_names(values, kind="name"):
     return mnc_preflight.unsafe_names(values, kind)
 
 
-def mnc_preflight_specs(files):
-    """``[{role, entry, options}]`` of ``{role: parsed argument_specs.yml}``, defaults and required dropped."""
-    return mnc_preflight.role_specs(files)
+def mnc_preflight_specs(roles_dir):
+    """``[{role, entry, options}]`` of every ``<roles_dir>/*/meta/argument_specs.yml`` (every entry
+    point), defaults and required dropped: ``(playbook_dir ~ '/../roles') | mnc_preflight_specs``."""
+    return mnc_preflight.role_specs(mnc_preflight.read_specs(roles_dir))
 
 
-def mnc_preflight_pick(values, names):
-    """The items of ``values`` whose key is in ``names`` (a list or a dict's keys)."""
-    return {k: v for k, v in values.items() if k in names}
+def mnc_preflight_provided(specs, values):
+    """The specs of which ``values`` (what a node's inventory sets) holds an option, each with
+    ``provided``: those values."""
+    return mnc_preflight.provided(specs, values)
 
 
 def mnc_preflight_names(names):
@@ -72,7 +74,7 @@ class FilterModule:
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_unsafe_names": mnc_unsafe_names,
             "mnc_preflight_specs": mnc_preflight_specs,
-            "mnc_preflight_pick": mnc_preflight_pick,
+            "mnc_preflight_provided": mnc_preflight_provided,
             "mnc_preflight_names": mnc_preflight_names,
             "mnc_preflight_node": mnc_preflight_node,
             "mnc_preflight_cluster": mnc_preflight_cluster,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 
 # Names that reach shells, file paths and configuration files unquoted.
 NAME_PATTERNS = {
@@ -159,18 +160,37 @@ def cluster_problems(private_ips: dict) -> list:
 
 def spec_problems(host: str, results: list) -> list:
     """One problem per distinct argument-spec error of a host, naming every role entry point that
-    refused it. ``results`` are validate_argument_spec loop results whose item is
-    ``{role, entry}``."""
+    refused it. ``results`` are validate_argument_spec loop results whose loop item is
+    ``{role, entry, ...}``."""
     refused: dict = {}
     for res in results:
-        if not res.get("failed"):
-            continue
-        item = res.get("item") or {}
+        # failed_when: false clears "failed"; the errors stay in argument_errors
+        errors = res.get("argument_errors") or []
+        if not errors and res.get("failed"):
+            errors = [res.get("msg", "argument spec validation failed")]
+        item = res.get(res.get("ansible_loop_var", "item")) or {}
         where = f"roles/{item.get('role', '?')} {item.get('entry', '?')}"
-        errors = res.get("argument_errors") or [res.get("msg", "argument spec validation failed")]
         for err in errors:
             refused.setdefault(str(err), []).append(where)
-    return [f"{host}: {err} (argument spec of {', '.join(where)})" for err, where in refused.items()]
+    return [
+        f"{host}: {_CLASS.sub(lambda m: m.group(1).rsplit('.', 1)[-1].replace('AnsibleUnsafeText', 'str'), err)}"
+        f" (argument spec of {', '.join(where)})"
+        for err, where in refused.items()
+    ]
+
+
+_CLASS = re.compile(r"<class '([\w.]+)'>")
+
+
+def provided(specs: list, values: dict) -> list:
+    """The entries of role_specs() that name a variable of ``values``, each with ``provided``:
+    ``{variable: value}`` of those (what validate_argument_spec's provided_arguments takes)."""
+    out = []
+    for spec in specs:
+        given = {k: v for k, v in values.items() if k in spec["options"]}
+        if given:
+            out.append(dict(spec, provided=given))
+    return out
 
 
 def _strip_spec(options: dict) -> dict:
@@ -193,3 +213,14 @@ def role_specs(files: dict) -> list:
         for entry, spec in sorted(((files[role] or {}).get("argument_specs") or {}).items()):
             out.append({"role": role, "entry": entry, "options": _strip_spec((spec or {}).get("options"))})
     return out
+
+
+def read_specs(roles_dir) -> dict:
+    """``{role: parsed meta/argument_specs.yml}`` of every role under roles_dir."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return {
+        path.parents[1].name: yaml.load(path.read_text(), Loader=loader)  # noqa: S506 (a safe loader)
+        for path in sorted(Path(roles_dir).glob("*/meta/argument_specs.yml"))
+    }
