@@ -40,7 +40,9 @@ NAME_VARS = {
 }
 
 # The MPI user and the roles' copies of it: never root.
-MPI_USER_VARS = ("mnc_mpi_user", "ssh_mesh_user", "mpi_hostfile_owner", "chainer_user", "pyenv_user", "slurm_check_user")
+MPI_USER_VARS = (
+    "mnc_mpi_user", "ssh_mesh_user", "mpi_hostfile_owner", "chainer_user", "pyenv_user", "slurm_check_user",
+)
 
 # Integers that must be at least 1 when the inventory sets them.
 POSITIVE_INT_VARS = ("mnc_slots_per_node", "mnc_mpi_user_uid", "mpi_hostfile_cpu_slots")
@@ -106,7 +108,8 @@ def node_problems(host: str, values: dict) -> list:
         out.append(f"{host}: {var}: {why}")
 
     if unsafe_names(host, "name"):
-        bad("inventory_hostname", f"{host!r} may hold only letters, digits and _ . - (it reaches shells and /etc/hosts)")
+        bad("inventory_hostname",
+            f"{host!r} may hold only letters, digits and _ . - (it reaches shells and /etc/hosts)")
     for var, value in sorted(values.items()):
         kind = NAME_VARS.get(var)
         if kind:
@@ -153,8 +156,10 @@ def cluster_problems(private_ips: dict) -> list:
             seen.setdefault(str(ipaddress.IPv4Address(ip.strip())), []).append(host)
     for ip, hosts in seen.items():
         if len(hosts) > 1:
-            out.extend(f"{h}: mnc_private_ip: {ip} is also the address of {', '.join(o for o in hosts if o != h)}"
-                       for h in hosts)
+            out.extend(
+                f"{h}: mnc_private_ip: {ip} is also the address of {', '.join(o for o in hosts if o != h)}"
+                for h in hosts
+            )
     return out
 
 
@@ -172,11 +177,13 @@ def spec_problems(host: str, results: list) -> list:
         where = f"roles/{item.get('role', '?')} {item.get('entry', '?')}"
         for err in errors:
             refused.setdefault(str(err), []).append(where)
-    return [
-        f"{host}: {_CLASS.sub(lambda m: m.group(1).rsplit('.', 1)[-1].replace('AnsibleUnsafeText', 'str'), err)}"
-        f" (argument spec of {', '.join(where)})"
-        for err, where in refused.items()
-    ]
+    return [f"{host}: {_CLASS.sub(_type_name, err)} (argument spec of {', '.join(where)})"
+            for err, where in refused.items()]
+
+
+def _type_name(match) -> str:
+    """``<class 'ansible.utils.unsafe_proxy.AnsibleUnsafeText'>`` -> ``str`` (a plain type name)."""
+    return match.group(1).rsplit(".", 1)[-1].replace("AnsibleUnsafeText", "str")
 
 
 _CLASS = re.compile(r"<class '([\w.]+)'>")
@@ -221,6 +228,6 @@ def read_specs(roles_dir) -> dict:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return {
-        path.parents[1].name: yaml.load(path.read_text(), Loader=loader)  # noqa: S506 (a safe loader)
+        path.parents[1].name: yaml.load(path.read_text(), Loader=loader)  # a safe loader
         for path in sorted(Path(roles_dir).glob("*/meta/argument_specs.yml"))
     }

@@ -20,7 +20,7 @@ from ansible_env import run_playbook
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
 
-import mnc_preflight  # noqa: E402
+import mnc_preflight
 
 PREFLIGHT = ROOT / "playbooks" / "preflight.yml"
 BOUND_S = 15
@@ -142,7 +142,7 @@ def test_five_mistakes_all_named_in_one_failure_of_site_yml(tmp_path):
     # site.yml itself: preflight is its first play and nothing after it runs
     rc, out, wall = run(ROOT / "site.yml", inventory)
     problems = problems_of(out)
-    print(f"\nsite.yml with {len(expected)} mistakes: rc={rc}, {wall:.1f} s, {len(problems)} problems reported")
+    print(f"\nsite.yml, {len(expected)} mistakes: rc={rc}, {wall:.1f} s, {len(problems)} problems reported")
     assert rc != 0
     for host, var in expected:
         assert any(p.startswith(f"{host}: ") and var in p for p in problems), (host, var, problems)
@@ -204,8 +204,9 @@ def test_the_repository_inventories_pass(tmp_path, name):
     assert inventory[0].is_dir()
     if name == "sandbox":
         # playbooks/sandbox.yml writes hosts.yml there; the same shape, at unroutable addresses
-        inventory.append(write_inventory(tmp_path / "hosts", {"mnc-node1": {}, "mnc-node2": {}, "mnc-node3": {}}))
-    rc, out, wall = run(PREFLIGHT, inventory)
+        nodes = {"mnc-node1": {}, "mnc-node2": {}, "mnc-node3": {}}
+        inventory.append(write_inventory(tmp_path / "hosts", nodes))
+    rc, out, _ = run(PREFLIGHT, inventory)
     assert rc == 0, out[-3000:]
     assert "no problem" in out
     assert_no_node_contacted(out)
