@@ -25,6 +25,11 @@ def mnc_artifact_source(artifact, overrides=None):
     return mnc_artifacts.apply_override(artifact, overrides)
 
 
+def mnc_malformed_artifacts(artifacts):
+    """The artifact records that are incomplete or malformed (roles/stack's check of the matrix)."""
+    return mnc_artifacts.malformed_artifacts(artifacts)
+
+
 def mnc_hostfile_hosts(text):
     """``[{host, slots}]`` of an MPI hostfile's text, in file order."""
     return [{"host": host, "slots": slots} for host, slots in mnc_hostfile.parse_hostfile(text)]
@@ -72,6 +77,7 @@ class FilterModule:
         return {
             "mnc_artifact_source": mnc_artifact_source,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
+            "mnc_malformed_artifacts": mnc_malformed_artifacts,
             "mnc_unsafe_names": mnc_unsafe_names,
             "mnc_preflight_specs": mnc_preflight_specs,
             "mnc_preflight_provided": mnc_preflight_provided,
