@@ -18,11 +18,17 @@ if _MODULE_UTILS not in sys.path:
 
 import mnc_artifacts
 import mnc_hostfile
+import mnc_preflight
 
 
 def mnc_artifact_source(artifact, overrides=None):
     """The artifact record after mnc_artifact_overrides: ``record | mnc_artifact_source(overrides)``."""
     return mnc_artifacts.apply_override(artifact, overrides)
+
+
+def mnc_malformed_artifacts(artifacts):
+    """The artifact records that are incomplete or malformed (roles/stack's check of the matrix)."""
+    return mnc_artifacts.malformed_artifacts(artifacts)
 
 
 def mnc_hostfile_hosts(text):
@@ -35,10 +41,55 @@ def mnc_network(address, prefix):
     return str(ipaddress.ip_interface(f"{address}/{int(prefix)}").network)
 
 
+def mnc_unsafe_names(values, kind="name"):
+    """The values (a string or a list) that are not a safe name of ``kind`` (user, interface, name)."""
+    return mnc_preflight.unsafe_names(values, kind)
+
+
+def mnc_preflight_specs(roles_dir):
+    """``[{role, entry, options}]`` of every ``<roles_dir>/*/meta/argument_specs.yml`` (every entry
+    point), defaults and required dropped: ``(playbook_dir ~ '/../roles') | mnc_preflight_specs``."""
+    return mnc_preflight.role_specs(mnc_preflight.read_specs(roles_dir))
+
+
+def mnc_preflight_provided(specs, values):
+    """The specs of which ``values`` (what a node's inventory sets) holds an option, each with
+    ``provided``: those values."""
+    return mnc_preflight.provided(specs, values)
+
+
+def mnc_preflight_names(names):
+    """The variable names, of those given, that preflight's cross-checks have a rule for."""
+    return mnc_preflight.checked_names(names)
+
+
+def mnc_preflight_node(values, host):
+    """Problems of one node's inventory values: ``values | mnc_preflight_node(inventory_hostname)``."""
+    return mnc_preflight.node_problems(host, values)
+
+
+def mnc_preflight_cluster(private_ips):
+    """Problems across the nodes ``{host: mnc_private_ip or None}``: missing and shared addresses."""
+    return mnc_preflight.cluster_problems(private_ips)
+
+
+def mnc_preflight_spec_problems(results, host):
+    """One line per distinct argument-spec error in validate_argument_spec loop results."""
+    return mnc_preflight.spec_problems(host, results)
+
+
 class FilterModule:
     def filters(self):
         return {
             "mnc_artifact_source": mnc_artifact_source,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_network": mnc_network,
+            "mnc_malformed_artifacts": mnc_malformed_artifacts,
+            "mnc_unsafe_names": mnc_unsafe_names,
+            "mnc_preflight_specs": mnc_preflight_specs,
+            "mnc_preflight_provided": mnc_preflight_provided,
+            "mnc_preflight_names": mnc_preflight_names,
+            "mnc_preflight_node": mnc_preflight_node,
+            "mnc_preflight_cluster": mnc_preflight_cluster,
+            "mnc_preflight_spec_problems": mnc_preflight_spec_problems,
         }

@@ -85,6 +85,25 @@ def resolve_artifact(artifact, overrides=None):
     return {"name": name, "version": version, "filename": filename, "sha256": sha256, "source": source}
 
 
+def malformed_artifacts(artifacts):
+    """The records, of those given, that are incomplete or malformed: every artifact needs name,
+    version, filename (no '/'), url, and sha256 empty or 64 lowercase hex digits."""
+    bad = []
+    for art in artifacts:
+        art = art if isinstance(art, dict) else {}
+        sha = str(art.get("sha256") or "")
+        if not (
+            str(art.get("name") or "")
+            and str(art.get("version") or "")
+            and str(art.get("filename") or "")
+            and "/" not in str(art.get("filename") or "")
+            and str(art.get("url") or "")
+            and (not sha or re.fullmatch(r"[0-9a-f]{64}", sha))
+        ):
+            bad.append(art)
+    return bad
+
+
 def artifact_relpath(artifact):
     """``<name>/<version>/<filename>`` of a resolved artifact, relative to the cache."""
     return "/".join(

@@ -20,6 +20,7 @@ from mnc_artifacts import (
     artifact_relpath,
     build_manifest,
     format_missing,
+    malformed_artifacts,
     missing_artifacts,
     parse_distribution_filename,
     render_manifest,
@@ -209,3 +210,18 @@ def test_verify_manifest_reports_missing_and_changed_files(tmp_path):
     assert verify_manifest(str(cache), manifest)[0][1] == "sha256 mismatch"
     path.unlink()
     assert verify_manifest(str(cache), manifest)[0][1] == "missing"
+
+
+def test_malformed_artifacts_names_every_bad_record():
+    """roles/stack's matrix check: every record complete, filename without '/', sha256 hex or empty."""
+    good = dict(OPENMPI)
+    unpinned = dict(OPENMPI, sha256="")
+    bad = [
+        dict(OPENMPI, filename="sub/openmpi.tar.bz2"),
+        dict(OPENMPI, sha256=SHA.upper()),
+        {k: v for k, v in OPENMPI.items() if k != "url"},
+        dict(OPENMPI, version=""),
+        "not a record",
+    ]
+    assert malformed_artifacts([good, unpinned]) == []
+    assert len(malformed_artifacts([good, *bad, unpinned])) == len(bad)
