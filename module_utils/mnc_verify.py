@@ -169,7 +169,8 @@ def check_ranks(run: dict | None, expected: list[dict], launcher: str | None = N
 
 
 def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
-    """``opal_built_with_cuda_support`` on every node (openmpi_facts' cuda_support.built_with)."""
+    """``opal_built_with_cuda_support`` on every node (openmpi_facts' cuda_support.built_with); in
+    GPU mode also that CUDA is usable at run time (cuda_support.runtime)."""
     rows = []
     for n in nodes:
         if not n.get("reachable", True):
@@ -183,7 +184,13 @@ def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
         desc = f"Open MPI {om.get('version', '?')} at {om.get('prefix', '?')}: built_with_cuda={built}"
         if om.get("runtime") is not None:
             desc += f", runtime={om.get('runtime')}"
-        if built is True:
+        if built is True and require and om.get("runtime") is not True:
+            # Built for CUDA but unable to use it here: every device buffer would fail or be staged.
+            rows.append(row("openmpi cuda", n["name"], FAIL, desc + (
+                " (GPU mode: CUDA is not usable at run time; Open MPI's accelerator/cuda plugin did not open. "
+                "Check that the NVIDIA driver's libcuda.so.1 loads for the MPI user: nvidia-smi, "
+                "ldconfig -p | grep libcuda)")))
+        elif built is True:
             rows.append(row("openmpi cuda", n["name"], PASS, desc))
         elif require:
             rows.append(row("openmpi cuda", n["name"], FAIL, desc + " (GPU mode needs --with-cuda)"))

@@ -261,6 +261,18 @@ def test_cuda_support_required_in_gpu_mode_only():
     assert [r["status"] for r in cpu] == [v.PASS, v.SKIP]
 
 
+def test_a_gpu_node_whose_cuda_is_not_usable_fails():
+    # Built --with-cuda, but the accelerator/cuda plugin did not open (no loadable libcuda.so.1).
+    node = {"name": "gpu1", "openmpi": {"version": "5.0.7", "prefix": "/opt/ompi", "built_with": True,
+                                        "runtime": False}}  # fmt: skip
+    [gpu] = v.check_cuda([node], require=True)
+    assert gpu["status"] == v.FAIL
+    assert "not usable at run time" in gpu["detail"] and "libcuda.so.1" in gpu["detail"]
+    # The sandbox's CPU nodes: the same build without a driver is fine.
+    [cpu] = v.check_cuda([node], require=False)
+    assert cpu["status"] == v.PASS and "runtime=False" in cpu["detail"]
+
+
 # --- versions -------------------------------------------------------------------------------------
 
 
