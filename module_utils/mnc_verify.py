@@ -187,7 +187,7 @@ def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
         if built is True and require and om.get("runtime") is not True:
             # Built for CUDA but unable to use it here: every device buffer would fail or be staged.
             rows.append(row("openmpi cuda", n["name"], FAIL, desc + (
-                " (GPU mode: CUDA is not usable at run time; Open MPI's accelerator/cuda plugin did not open. "
+                " (GPU mode: CUDA is not usable at run time; the accelerator/cuda plugin did not open. "
                 "Check that the NVIDIA driver's libcuda.so.1 loads for the MPI user: nvidia-smi, "
                 "ldconfig -p | grep libcuda)")))
         elif built is True:
