@@ -368,7 +368,7 @@ def test_all_good_table_passes():
             "nodename": f"n{i}",
             "private_ip": f"10.0.0.{i}",
             "versions": vers,
-            "openmpi": {"version": "5.0.7", "built_with": True},
+            "openmpi": {"version": "5.0.7", "built_with": True, "runtime": True},
         }
         for i in (1, 2)
     ]
