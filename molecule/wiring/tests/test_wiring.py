@@ -80,9 +80,13 @@ def test_no_host_key_checking_switched_off(host):
 
 
 def test_authorized_keys_hold_every_node(host):
-    keys = host.file(f"/home/{USER}/.ssh/authorized_keys").content_string
+    keys = host.file(f"/home/{USER}/.ssh/authorized_keys")
+    assert keys.user == USER
+    mesh = [line for line in keys.content_string.splitlines() if line.endswith("(mncluster)")]
     for name in NODES:
-        assert f"{USER}@{name} (mncluster)" in keys
+        assert any(line.endswith(f"{USER}@{name} (mncluster)") for line in mesh), name
+    # A mesh key logs in from the private network only.
+    assert all(line.startswith('from="10.89.78.0/24" ') for line in mesh), mesh
 
 
 # --- mpi_hostfile -------------------------------------------------------------------------------
