@@ -166,6 +166,19 @@ def test_below_80_percent_of_the_ceiling_says_why():
                             "20 ms framework overhead in all") for s in v["sentences"])
 
 
+def test_a_ceiling_below_the_training_busbw_is_called_no_bound():
+    # The sandbox case: the ceiling was measured while ranks fought for the cores.
+    base = make_doc(1, 1)
+    p2 = make_doc(2, 2, allreduce=0.020, ceiling=0.0436, communicator="naive")
+    v = mnc_verdict.run_verdict(p2, base)
+    assert v["percent_of_ceiling"] == pytest.approx(218.0)
+    assert "218% of the nccl ceiling at L (no bound: see below)" in v["headline"]
+    assert "is below what training achieved" in v["headline"] and "bounds nothing here" in v["headline"]
+    # A plausible ceiling is quoted plainly.
+    ok = mnc_verdict.run_verdict(make_doc(2, 2, allreduce=0.020, ceiling=0.019), base)
+    assert "no bound" not in ok["headline"] and "bounds nothing" not in ok["headline"]
+
+
 def test_double_buffering_states_no_bandwidth():
     base = make_doc(1, 1)
     p2 = make_doc(2, 1, allreduce=0.002, exposed_only=True)
