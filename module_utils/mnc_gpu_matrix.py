@@ -64,10 +64,14 @@ def gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_
     rows_for_release = [r for r in rows if _parts(cupy_version) >= _parts(r.get("cupy_first", "0"))]
     if not rows:
         wheels = ", ".join(r["package"] for r in entry.get("cuda", []))
-        problems.append(f"{cupy}: CuPy {entry['cupy']} publishes no {cupy_package} wheel (its wheels: {wheels}).")
+        problems.append(
+            f"{cupy}: CuPy {entry['cupy']} publishes no {cupy_package} wheel (its wheels: {wheels})."
+        )
     elif not rows_for_release:
         first = min(_parts(r["cupy_first"]) for r in rows)
-        problems.append(f"{cupy}: {cupy_package} exists from CuPy {_fmt(first)} on; pin that release or later.")
+        problems.append(
+            f"{cupy}: {cupy_package} exists from CuPy {_fmt(first)} on; pin that release or later."
+        )
     else:
         ranges = [(_mm(r["first"]), _mm(r["last"])) for r in rows_for_release]
         if not any(lo <= cuda <= hi for lo, hi in ranges):
@@ -93,10 +97,12 @@ def gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_
                 "pin CuPy 13.x with cuDNN 8 (stack_cupy_version, stack_cudnn_version)."
             )
         elif have[0] != int(cudnn["major"]):
+            want = cudnn["major"]
             problems.append(
-                f"{cupy} loads cuDNN {cudnn['major']} (libcudnn.so.{cudnn['major']}, {cudnn['first']} or later), "
-                f"not cuDNN {cudnn_version} (libcudnn.so.{have[0]}): CuPy would not find it and Chainer would "
-                f"run without cuDNN; pin cuDNN {cudnn['major']}.x >= {cudnn['first']} (stack_cudnn_version)."
+                f"{cupy} loads cuDNN {want} (libcudnn.so.{want}, {cudnn['first']} or later), "
+                f"not cuDNN {cudnn_version} (libcudnn.so.{have[0]}): CuPy would not find it and "
+                f"Chainer would run without cuDNN; pin cuDNN {want}.x >= {cudnn['first']} "
+                "(stack_cudnn_version)."
             )
         elif have < _parts(cudnn["first"]):
             problems.append(
