@@ -44,6 +44,9 @@ RESULTS: list[tuple[str, str, str]] = []
 
 
 def report(status: str, check: str, detail: str) -> None:
+    if status != "SKIP" and DEADLINE.left() <= 0 and "timed out" in str(detail):
+        # Checks that start after the overall deadline get no time at all.
+        status, detail = "SKIP", f"not run or cut off: the {DEADLINE.total:.0f}s deadline was reached"
     detail = " ".join(str(detail).split())  # one line
     RESULTS.append((status, check, detail))
     print(f"{status} {check}: {detail}", flush=True)
@@ -51,6 +54,7 @@ def report(status: str, check: str, detail: str) -> None:
 
 class Deadline:
     def __init__(self, seconds: float):
+        self.total = seconds
         self.end = time.monotonic() + seconds
 
     def left(self) -> float:
@@ -77,6 +81,8 @@ def mpi_env(extra: dict | None = None) -> dict:
 
 def run(argv: list[str], timeout: float, env: dict | None = None, cwd: Path = ROOT):
     """(rc, stdout, stderr) of argv; rc None when it ran past its time (or the deadline)."""
+    if DEADLINE.left() <= 0:
+        return None, "", "timed out: no time left"
     limit = max(1.0, min(timeout, DEADLINE.left()))
     try:
         proc = subprocess.run(
@@ -347,6 +353,10 @@ out = {}
 try:
     import cupy
     from cupy.cuda import nccl
+    if not getattr(nccl, "available", True):
+        out["missing"] = str(getattr(nccl, "_import_error", "") or "CuPy found no NCCL library")[:300]
+        print("PROBE " + json.dumps(out))
+        raise SystemExit(0)
     out["version"] = nccl.get_version()
     n = 1 << 22
     x = cupy.full(n, 3, dtype=cupy.float32)
@@ -368,6 +378,14 @@ def check_nccl(gpu: bool) -> None:
         report("SKIP", "nccl-allreduce", NO_GPU)
         return
     rc, res, err = probe(NCCL_PROBE, 120)
+    if res is not None and "missing" in res:
+        report(
+            "SKIP",
+            "nccl-allreduce",
+            f"CuPy finds no NCCL library (libnccl.so.2): {res['missing']}; "
+            "install NCCL 2 (nvidia-nccl-cu<major> or libnccl2) to check it",
+        )
+        return
     if res is None or "error" in res:
         why = res["error"] if res else f"probe died (rc={rc}): {last_line(err)}"
         report("FAIL", "nccl-allreduce", f"CuPy's NCCL binding: {why}; install NCCL 2 (libnccl.so.2)")
