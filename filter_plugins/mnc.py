@@ -17,6 +17,7 @@ if _MODULE_UTILS not in sys.path:
     sys.path.insert(0, _MODULE_UTILS)
 
 import mnc_artifacts
+import mnc_gpu_matrix
 import mnc_hostfile
 import mnc_preflight
 
@@ -78,10 +79,18 @@ def mnc_preflight_spec_problems(results, host):
     return mnc_preflight.spec_problems(host, results)
 
 
+def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version):
+    """Why the pinned CUDA / cuDNN / NCCL / CuPy do not load together (empty: they do)."""
+    return mnc_gpu_matrix.gpu_stack_problems(
+        support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version
+    )
+
+
 class FilterModule:
     def filters(self):
         return {
             "mnc_artifact_source": mnc_artifact_source,
+            "mnc_gpu_stack_problems": mnc_gpu_stack_problems,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_network": mnc_network,
             "mnc_malformed_artifacts": mnc_malformed_artifacts,

@@ -40,7 +40,7 @@ PREFIX_FILES = [
     "include/cub/cub.cuh",
     "lib/libcudart.so.12",
     "lib/libnvrtc.so.12",
-    "lib/libcudnn.so.9",
+    "lib/libcudnn.so.8",
     "lib/libnccl.so.2",
     "nvvm/libdevice/libdevice.10.bc",
 ]
@@ -59,7 +59,7 @@ def test_linker_names_point_at_the_versioned_libraries(host):
     targets = host.check_output(
         "for n in " + " ".join(LINKER_NAMES) + f"; do readlink {PREFIX}/lib/$n; done"
     ).splitlines()
-    assert targets == [f"{n}.{v}" for n, v in zip(LINKER_NAMES, ["12", "9", "2", "12"], strict=True)]
+    assert targets == [f"{n}.{v}" for n, v in zip(LINKER_NAMES, ["12", "8", "2", "12"], strict=True)]
 
 
 def test_lib64_is_lib(host):
@@ -95,7 +95,7 @@ def test_libcuda_stub_links_but_is_not_on_the_loader_path(host):
 
 def test_dynamic_linker_finds_the_libraries(host):
     cache = host.check_output("ldconfig -p")
-    for lib in ("libcudart.so.12", "libcudnn.so.9", "libnccl.so.2", "libnvrtc.so.12"):
+    for lib in ("libcudart.so.12", "libcudnn.so.8", "libnccl.so.2", "libnvrtc.so.12"):
         assert f"{lib} (libc6,x86-64) => {PREFIX}/lib/{lib}" in cache
 
 
@@ -109,7 +109,7 @@ def test_login_shell_environment_builds_and_runs_against_the_prefix(host):
         " && env -u LD_LIBRARY_PATH ~/versions'"
     )
     assert cmd.rc == 0, cmd.stderr
-    assert cmd.stdout.strip() == "cudart=12060 cuda_h=12060 cudnn=90501 nccl=22304"
+    assert cmd.stdout.strip() == "cudart=12060 cuda_h=12060 cudnn=8907 nccl=22304"
 
 
 def test_login_shell_environment(host):

@@ -59,8 +59,8 @@ def test_exact_version_pins(host, distro):
         pins.update(_pins(_file(host, distro, f"/etc/apt/preferences.d/mncluster-{name}")))
     assert pins == {
         "cuda-toolkit-12-6": ("version 12.6.3-1", "1001"),
-        "libcudnn9-cuda-12": ("version 9.5.1.17-1", "1001"),
-        "libcudnn9-dev-cuda-12": ("version 9.5.1.17-1", "1001"),
+        "libcudnn8": ("version 8.9.7.29-1+cuda12.2", "1001"),
+        "libcudnn8-dev": ("version 8.9.7.29-1+cuda12.2", "1001"),
         "libnccl2": ("version 2.23.4-1+cuda12.6", "1001"),
         "libnccl-dev": ("version 2.23.4-1+cuda12.6", "1001"),
         "cuda-drivers-560": ("version 560.35.05*", "1001"),
@@ -87,8 +87,8 @@ def test_holds_listed(host, distro):
     assert sorted(holds) == sorted(
         [
             "cuda-toolkit-12-6",
-            "libcudnn9-cuda-12",
-            "libcudnn9-dev-cuda-12",
+            "libcudnn8",
+            "libcudnn8-dev",
             "libnccl2",
             "libnccl-dev",
             "cuda-drivers-560",
