@@ -8,8 +8,6 @@ The module itself is also run by real Ansible against such a file.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
 
-from ansible_env import repo_ansible_env
+import ansible_env
 from mnc_bonding import bond_problems, parse_bonding
 
 SLAVE = """\
@@ -135,23 +133,7 @@ def test_link_down_and_missing_nic_and_wrong_mode():
 
 
 def run_module(args: dict) -> dict:
-    env = repo_ansible_env()
-    argv = [
-        str(Path(sys.executable).with_name("ansible")),
-        "localhost",
-        "-i",
-        "localhost,",
-        "-c",
-        "local",
-        "-m",
-        "mnc_bond_status",
-        "-a",
-        json.dumps(args),
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
-    ]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return ansible_env.run_module("mnc_bond_status", args)
 
 
 @pytest.mark.parametrize(("text", "ok"), [(bond_text(), True), (bond_text(pmac=NONE, aggs=(1, 2)), False)])

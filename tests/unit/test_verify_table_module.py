@@ -3,33 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from ansible_env import repo_ansible_env
+import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_module(args: dict) -> dict:
-    env = repo_ansible_env()
-    argv = [
-        str(Path(sys.executable).with_name("ansible")),
-        "localhost",
-        "-i",
-        "localhost,",
-        "-c",
-        "local",
-        "-m",
-        "mnc_verify_table",
-        "-a",
-        json.dumps(args),
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
-    ]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return ansible_env.run_module("mnc_verify_table", args)
 
 
 NODES = [
