@@ -50,7 +50,7 @@ lint() {
         ansible-doc -M library "$(basename "$m" .py)" >/dev/null || { echo "ansible-doc cannot render $m"; return 1; }
     done
 }
-unit() { pytest -q tests; }
+unit() { pytest -q --durations=20 tests; }
 scenario() { molecule test -s "$1"; }
 
 run_stage() {  # name, command... ; output goes to the stage's log

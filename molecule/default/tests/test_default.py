@@ -42,7 +42,7 @@ def test_mpi_user_and_work_dir(host):
 
 def test_hosts_entry_for_private_address(host):
     hosts = host.file("/etc/hosts").content_string
-    assert "10.89.77.11 mnc-default-node" in hosts
+    assert "10.89.81.11 mnc-default-node" in hosts
 
 
 def test_cpu_mode_without_gpu(host):
