@@ -50,11 +50,21 @@ def run(args) -> dict | None:
         r.read_own_duration()
     r.sync()
     after = r.evaluate()
+    # One more iteration, untimed, through the same reduction: is it the ranks' mean?
+    grads = correctness.check_gradients(r)
+    if not grads["averaged"]:
+        raise BenchmarkError(correctness.gradient_failure_message(grads))
     correct = correctness.check(r)
+    correct["gradients"] = grads
     if not correct["agree"]:
         raise BenchmarkError(correctness.failure_message(correct))
-    log(rank, f"parameters agree on every rank (largest difference {correct['relative_diff']:.2g} of the "
-        "largest parameter); measuring raw allreduce and point-to-point bandwidth")
+    log(rank, f"the reduced gradient is the ranks' mean (largest difference {grads['relative_error']:.2g} of "
+        f"its largest element) and the parameters agree on every rank (largest difference "
+        f"{correct['relative_diff']:.2g} of the largest parameter); measuring raw allreduce and "
+        "point-to-point bandwidth")
+    if not grads["distinguishes"]:
+        log(rank, "warning: every rank computed the same local gradient (the same data on every rank), so "
+            "the gradient check could not tell a missing reduction")
 
     allreduce_bytes = r.grad_bytes
     if args.allreduce_dtype:

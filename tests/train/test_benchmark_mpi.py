@@ -88,6 +88,9 @@ def test_raw_allreduce_sweep_holds_exactly_L_with_ten_repetitions(two_ranks):
     assert all(b == 2 * a for a, b in itertools.pairwise(sizes[:-1])) and sizes[-2] < L
     (at_l,) = [r for r in sweep if r["at_L"]]
     assert at_l["bytes"] == L and at_l["repetitions"] >= 10  # QUICK asks for 3 per size
+    # no size rests on a median of 2 or 3: at least 5 repetitions each (more for fast ones)
+    assert all(r["repetitions"] >= 5 for r in sweep)
+    assert "never fewer than 5 (10 at exactly L)" in doc["ceilings"]["repetition_rule"]
     for r in sweep:
         assert (r["path"], r["layout"], r["dtype"]) == ("host-mpi", "packed", "float32")
         s = r["spread"]
@@ -113,6 +116,10 @@ def test_ceilings_at_L_are_labelled_with_their_path(two_ranks):
     assert ar["busbw_percent_of_ceiling"] == pytest.approx(100 * ar["busbw"] / packed["busbw"])
     assert ar["per_array_cost"] == pytest.approx(per_array["time"] - packed["time"])
     assert ar["exposed_only"] is False
+    # the GPU paths were not measured on the CPU, and the document says why
+    skipped = {x["path"]: x["reason"] for x in ceil["skipped"]}
+    assert set(skipped) == {"device-mpi", "nccl"}
+    assert all(reason.startswith("no --gpu") for reason in skipped.values())
 
 
 def test_p2p_pair_on_one_node(two_ranks):
@@ -276,11 +283,36 @@ def test_a_rank_whose_parameters_differ_fails_the_run(tmp_path):
     assert not out.exists()
 
 
+def test_the_reduced_gradient_is_the_mean_of_the_ranks_gradients(two_ranks):
+    doc, _, _ = two_ranks
+    g = doc["correctness"]["gradients"]
+    assert g["averaged"] is True and g["relative_error"] <= g["tolerance"] == 1e-5
+    assert g["source"] == "model" and g["elements"] == doc["gradient"]["elements"]
+    # The ranks trained on different batches, so a missing reduction would have shown.
+    assert g["distinguishes"] is True and g["local_relative_spread"] > 100 * g["tolerance"]
+    ranks = g["per_rank"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[0]["local_sum"] != ranks[1]["local_sum"]
+    # every rank holds the mean of the local gradients: its sum is the mean of their sums
+    mean_of_sums = sum(r["local_sum"] for r in ranks) / 2
+    scale = max(abs(r["local_sum"]) for r in ranks) + 1.0
+    assert g["mean_sum"] == pytest.approx(mean_of_sums, abs=1e-5 * scale)
+    for r in ranks:
+        assert r["reduced_sum"] == pytest.approx(g["mean_sum"], abs=1e-5 * scale)
+
+
 REDUCTION = "comm.multi_node_mean_grad(model, opt.zero_fill)"
+MUTATIONS = {
+    # the timed loop's allreduce removed: every rank keeps its own gradient
+    "reduction-removed": "pass",
+    # a sum where the mean belongs: the ranks still agree with each other, so only the
+    # gradient check (reduced = mean of the local gradients) can see it
+    "sum-not-mean": REDUCTION + "; [p.grad.__imul__(comm.size) for p in model.params()]",
+}
 
 
-def test_a_benchmark_that_skips_the_reduction_fails(tmp_path):
-    # The mutation the check exists for: the timed loop's allreduce replaced by `pass`.
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_a_benchmark_whose_reduction_does_not_average_fails(tmp_path, mutation):
     import shutil
 
     from tests.train.conftest import ROOT
@@ -289,11 +321,12 @@ def test_a_benchmark_that_skips_the_reduction_fails(tmp_path):
     loop = tmp_path / "train" / "loop.py"
     text = loop.read_text()
     assert text.count(REDUCTION) == 1, "the timed loop's reduction call moved; update this test"
-    loop.write_text(text.replace(REDUCTION, "pass"))
+    loop.write_text(text.replace(REDUCTION, MUTATIONS[mutation]))
     out = tmp_path / "never.json"
     proc = run_train([*QUICK, "--out", str(out)], processes=2, cwd=tmp_path)
     assert proc.returncode != 0
-    assert "the gradients were not averaged" in proc.stderr, proc.stderr
+    assert "the reduced gradient is not the mean of the ranks' gradients, so the gradients were not " \
+           "averaged" in proc.stderr, proc.stderr
     assert not out.exists()
 
 
