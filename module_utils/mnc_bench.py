@@ -221,6 +221,17 @@ def round_throughput(doc):
     return [per_iter * r["iterations"] / r["plain_wall"] for r in rounds if r.get("plain_wall")]
 
 
+def _correctness(doc):
+    """Whether the run proved its gradients averaged: the reduced gradient is the ranks' mean,
+    and the ranks' parameters agree (``correct``: both, where recorded)."""
+    c = doc.get("correctness") or {}
+    g = c.get("gradients") or {}
+    checks = [x for x in (c.get("agree"), g.get("averaged")) if x is not None]
+    return {"correct": None if not checks else all(checks),
+            "parameters_agree": c.get("agree"), "gradients_averaged": g.get("averaged"),
+            "gradient_error": g.get("relative_error"), "gradient_check_distinguishes": g.get("distinguishes")}
+
+
 def build_report(documents, meta=None):
     """One report dict from the benchmark documents of a sweep."""
     docs = sorted(documents, key=lambda d: d["config"]["processes"])
@@ -259,6 +270,8 @@ def build_report(documents, meta=None):
             "allreduce_bytes": ar["bytes"],
             "allreduce_time": ar["time"],
             "allreduce_exposed_only": ar.get("exposed_only", False),
+            "allreduce_own_duration": ar.get("own_duration"),
+            "busbw_own_duration": ar.get("busbw_own_duration"),
             "algbw": ar["algbw"],
             "busbw": ar["busbw"],
             "ceiling_path": ceiling.get("path"),
@@ -281,10 +294,11 @@ def build_report(documents, meta=None):
             "overlap": dict({k: ov.get(k) for k in ("perfect_overlap_step", "measured_step", "could_gain",
                                                      "hidden")},
                             allreduce_own=(ov.get("allreduce_own") or {}).get("median")),
-            "correct": (d.get("correctness") or {}).get("agree"),
+            **_correctness(d),
             "learning": d.get("learning"),
             "mpi_yield_when_idle": env.get("mpi_yield_when_idle"),
             "oversubscribed": env.get("oversubscribed") or [],
+            "shared_machines": env.get("shared_machines") or [],
         })
     first = docs[0] if docs else {}
     return {
@@ -404,6 +418,39 @@ def _verdict_details(report):
     return lines
 
 
+def _double_buffering_lines(runs):
+    """What stands in for busbw where the allreduce phase is only the exposed wait."""
+    lines = []
+    for r in runs:
+        if not r.get("allreduce_exposed_only"):
+            continue
+        text = (f"p = {r['processes']}, double buffering: the allreduce phase "
+                f"({_ms(r['allreduce_time'])} ms) is only the exposed wait for the previous reduction "
+                "plus the launch, so no busbw is derived from it")
+        if r.get("allreduce_own_duration"):
+            text += (f"; the reduction's own duration on its stream (CUDA events) is "
+                     f"{_ms(r['allreduce_own_duration'])} ms, busbw "
+                     f"{_f(r.get('busbw_own_duration'), '%.3f')} GB/s, measured while it overlapped "
+                     "compute")
+        lines += [text + ".", ""]
+    return lines
+
+
+def _skipped_lines(report):
+    """The ceiling paths a run did not measure, with the reason (the same for every p)."""
+    docs = report.get("documents") or []
+    ceil = (docs[0].get("ceilings") or {}) if docs else {}
+    lines = []
+    if ceil.get("skipped"):
+        skipped = "; ".join(f"`{x['path']}`: {x['reason']}" for x in ceil["skipped"])
+        lines += [f"Not measured: {skipped}."]
+    if ceil.get("reference_caveat"):
+        lines += [f"Reference caveat: {ceil['reference_caveat']}."]
+    if ceil.get("repetition_rule"):
+        lines += [f"Repetitions: {ceil['repetition_rule'].removeprefix('repetitions: ')}."]
+    return [*lines, ""] if lines else []
+
+
 def _pinning_lines(pinning):
     """Where every job's MPI and NCCL traffic is pinned (roles/mpi_network), as the ranks saw it."""
     if not pinning:
@@ -458,12 +505,26 @@ def render_markdown(report, plots=()):
         for o in r["oversubscribed"]:
             lines += [f"p = {r['processes']}: {o['ranks']} ranks on {o['host']}, which gives them "
                       f"{o['usable_cpus']:g} usable CPUs.", ""]
+        for m in r["shared_machines"]:
+            lines += ["p = {}: nodes {} are one machine (the same kernel): {} ranks on {:g} CPUs{}.".format(
+                r["processes"], ", ".join(m["hosts"]), m["ranks"], m["usable_cpus"],
+                ", more ranks than CPUs" if m.get("oversubscribed") else ""), ""]
     bad = [r["processes"] for r in runs if r["correct"] is False]
     checked = [r for r in runs if r["correct"] is not None]
     if checked:
-        lines += ["Every rank ended with the same parameters (gradients averaged) at p = "
-                  + ", ".join(str(r["processes"]) for r in checked if r["correct"])
-                  + ("" if not bad else f"; **not** at p = {bad}") + ".", ""]
+        proved = [r for r in checked if r["correct"]]
+        gradient = [r for r in proved if r.get("gradients_averaged")]
+        text = ("Gradients averaged: every rank's reduced gradient was the mean of the ranks' local "
+                "gradients (one extra iteration, checked against a separate MPI_Allreduce) and every "
+                "rank ended with the same parameters" if gradient and len(gradient) == len(proved)
+                else "Every rank ended with the same parameters (gradients averaged)")
+        lines += [text + " at p = " + ", ".join(str(r["processes"]) for r in proved)
+                  + ("" if not bad else f"; **not** at p = {bad}") + "."]
+        blind = [r["processes"] for r in proved if r.get("gradient_check_distinguishes") is False]
+        if blind:
+            lines += [f"At p = {blind} every rank computed the same local gradient (the same data on every "
+                      "rank), so the gradient check could not have seen a missing reduction."]
+        lines.append("")
     learned = [r for r in runs if r.get("learning")]
     if learned:
         def _acc(x):
@@ -561,6 +622,7 @@ def render_markdown(report, plots=()):
                  _ms(r["per_array_cost"]),
                  _f(r["p2p_inter_node"], "%.3f"), _f(r["p2p_intra_node"], "%.3f")] for r in runs]),
         "",
+        *_double_buffering_lines(runs),
         "Every ceiling at L, labelled with its path:",
         "",
         _table(["processes", "path", "what", "arrays", "repetitions", "time (ms): median (IQR)",
@@ -570,6 +632,7 @@ def render_markdown(report, plots=()):
                 for r in runs for c in r["ceilings_at_L"]]),
         "",
     ]
+    lines += _skipped_lines(report)
     lines += _verdict_details(report)
     lines += _comparison_lines(report)
     if report.get("trace"):

@@ -122,15 +122,34 @@ def _ceiling(doc):
     return ar.get("ceiling") or {}
 
 
+def _contention(yields):
+    """Oversubscription in plain words: what it does to the figures, and what to do about it."""
+    text = (": more ranks than cores, so they take turns on the CPUs, and a rank waiting in MPI spins on "
+            "its core (busy polling) instead of giving it to one that is computing or sending; the slow "
+            "allreduce and the low efficiency measure this competition for the CPUs, not the network")
+    if yields:
+        return text + (" (MPI yields when idle here, which softens it; run no more ranks than CPUs to "
+                       "remove it)")
+    return text + " (run no more ranks than CPUs, or have MPI yield when idle: mnc_mpi_yield_when_idle)"
+
+
 def signatures(doc, step, base_doc=None):
     """What, other than the network, the figures show: a list of {kind, text}."""
     found = []
     p = doc["config"]["processes"]
     env = doc.get("environment", {})
+    yields = (env.get("mpi_yield_when_idle") or {}).get("value") == "1"
     for host in env.get("oversubscribed") or []:
         found.append({"kind": "oversubscribed",
-                      "text": "{} ranks on {} with {:g} usable CPUs (cpuset, CPU quota, affinity): ranks "
-                              "compete for cores".format(host["ranks"], host["host"], host["usable_cpus"])})
+                      "text": "{} ranks on {}, which has {:g} usable CPUs (cpuset, CPU quota, "
+                              "affinity){}".format(host["ranks"], host["host"], host["usable_cpus"],
+                                                   _contention(yields))})
+    for m in env.get("shared_machines") or []:
+        if m.get("oversubscribed"):
+            found.append({"kind": "shared machine",
+                          "text": "{} ranks on nodes {}, which are one machine (the same kernel) with "
+                                  "{:g} CPUs between them{}".format(m["ranks"], ", ".join(m["hosts"]),
+                                                                    m["usable_cpus"], _contention(yields))})
     if base_doc is not None and base_doc is not doc:
         c, c0 = doc["phases"]["compute"]["median"], base_doc["phases"]["compute"]["median"]
         if c0 and c > COMPUTE_GROWTH * c0:
@@ -215,6 +234,7 @@ def _ms(seconds):
 
 def _sentences(v, doc, link_gbps):
     p = v["processes"]
+    ar = doc.get("allreduce", {})
     if p < 2:
         return [(False, "p = 1 is the baseline: no allreduce crosses a link.")]
     words = []  # (part of the headline?, sentence)
@@ -234,7 +254,14 @@ def _sentences(v, doc, link_gbps):
         if rel:
             first += ", " + ", ".join(rel)
     else:
-        first += "; no busbw (double buffering: only the exposed wait is timed)"
+        first += "; no busbw from the allreduce phase (double buffering: it is only the exposed wait)"
+        own, own_bw = ar.get("own_duration"), ar.get("busbw_own_duration")
+        if own and own_bw:
+            first += ("; the reduction's own duration on its stream is {} (busbw {:.2f} Gb/s, {:.3f} GB/s, "
+                      "while it overlapped compute{})").format(
+                          _ms(own), gbit(own_bw), own_bw,
+                          "" if ar.get("busbw_own_percent_of_ceiling") is None else ", {:.0f}% of the {} "
+                          "ceiling at L".format(ar["busbw_own_percent_of_ceiling"], v["ceiling_path"]))
     words.append((True, first + "."))
     if v["dominant"] and v["lost_per_step"] is not None and v["lost_per_step"] > 0:
         parts = sorted(v["where_lost"].items(), key=lambda kv: -kv[1])

@@ -263,6 +263,9 @@ def rank_record(r) -> dict:
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         **cpus,
         "yield_when_idle": (BEFORE_MPI.get("yield_when_idle") or {}).get("value"),
+        # One kernel, one machine: containers (the sandbox's nodes) on one host share it, and
+        # with it the host's cores, which no cpuset inside them shows.
+        "boot_id": _read("/proc/sys/kernel/random/boot_id"),
         "gpu": None,
         "nccl": nccl_debug_read(),
     }
@@ -292,6 +295,31 @@ def oversubscribed_hosts(ranks: list[dict]) -> list[dict]:
     return out
 
 
+def shared_machines(ranks: list[dict]) -> list[dict]:
+    """Machines (one kernel boot id) that run several of the run's nodes, with ranks and CPUs.
+
+    ``oversubscribed`` is true when the ranks on the machine outnumber the CPUs they can run on
+    (the union of their affinities, which containers report in the machine's numbering), the
+    sandbox's case: 3 containers x 2 ranks on a 2-core host look fine node by node.
+    """
+    by_boot: dict[str, list[dict]] = {}
+    for rec in ranks:
+        if rec.get("boot_id"):
+            by_boot.setdefault(rec["boot_id"], []).append(rec)
+    out = []
+    for boot, recs in by_boot.items():
+        hosts = sorted({rec["host"] for rec in recs})
+        if len(hosts) < 2:
+            continue
+        affinity = set()
+        for rec in recs:
+            affinity.update(rec.get("affinity") or [])
+        usable = len(affinity) if affinity else max(rec["usable_cpus"] for rec in recs)
+        out.append({"boot_id": boot, "hosts": hosts, "ranks": len(recs), "usable_cpus": usable,
+                    "oversubscribed": len(recs) > usable})
+    return out
+
+
 def environment(r, ranks: list[dict]) -> dict:
     MPI = r.MPI
     import mpi4py
@@ -318,6 +346,7 @@ def environment(r, ranks: list[dict]) -> dict:
         "processes_per_node": counts,
         "ranks": ranks,
         "oversubscribed": oversubscribed_hosts(ranks),
+        "shared_machines": shared_machines(ranks),
         "mpi_yield_when_idle": BEFORE_MPI.get("yield_when_idle"),
         "transport": {k: os.environ.get(k) for k in TRANSPORT_VARS},
         "network_pinning": BEFORE_MPI.get("network_pinning"),

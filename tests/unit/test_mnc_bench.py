@@ -263,3 +263,42 @@ def test_time_limit():
     assert mnc_bench.timed_out(110, "The user-provided time limit for job execution has been reached", 31, 30)
     assert mnc_bench.timed_out(1, "", 30.5, 30)
     assert not mnc_bench.timed_out(1, "[rank 1] train: error: x", 3, 30)
+
+
+def test_report_says_how_the_gradients_were_proven_averaged():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004), make_doc(4, 3000.0, 0.008)]
+    for d in docs:
+        d["correctness"] = {"agree": True, "gradients": {"averaged": True, "relative_error": 0.0,
+                                                         "distinguishes": True}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("Gradients averaged: every rank's reduced gradient was the mean of the ranks' local gradients "
+            "(one extra iteration, checked against a separate MPI_Allreduce) and every rank ended with the "
+            "same parameters at p = 1, 2, 4.") in md
+    assert "could not have seen" not in md
+    # ranks that agree but hold a sum, not a mean, are not correct; identical data is said
+    docs[2]["correctness"]["gradients"]["averaged"] = False
+    docs[1]["correctness"]["gradients"]["distinguishes"] = False
+    report = mnc_bench.build_report(docs)
+    assert [r["correct"] for r in report["runs"]] == [True, True, False]
+    md = mnc_bench.render_markdown(report)
+    assert "same parameters at p = 1, 2; **not** at p = [4]." in md
+    assert "At p = [2] every rank computed the same local gradient" in md
+
+
+def test_report_names_the_ceilings_not_measured_and_what_replaces_busbw_under_double_buffering():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    for d in docs:
+        d["ceilings"] = {"rows": [], "reference": None, "repetition_rule": "repetitions: at least 10 at L",
+                         "skipped": [{"path": "nccl", "reason": "no --gpu: NCCL reduces device memory only"}]}
+    docs[1]["allreduce"].update(exposed_only=True, busbw=None, own_duration=0.030, busbw_own_duration=0.133)
+    docs[1]["environment"]["shared_machines"] = [{"boot_id": "b", "hosts": ["n1", "n2"], "ranks": 2,
+                                                  "usable_cpus": 1, "oversubscribed": True}]
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "Not measured: `nccl`: no --gpu: NCCL reduces device memory only." in md
+    assert "Repetitions: at least 10 at L." in md
+    assert ("p = 2, double buffering: the allreduce phase (4.00 ms) is only the exposed wait for the "
+            "previous reduction plus the launch, so no busbw is derived from it; the reduction's own "
+            "duration on its stream (CUDA events) is 30.00 ms, busbw 0.133 GB/s, measured while it "
+            "overlapped compute.") in md
+    assert ("p = 2: nodes n1, n2 are one machine (the same kernel): 2 ranks on 1 CPUs, more ranks than "
+            "CPUs.") in md
