@@ -418,6 +418,25 @@ def _verdict_details(report):
     return lines
 
 
+def _ranks_lines(report):
+    """Every rank's host and GPU in the largest run, grouped by host."""
+    docs = report.get("documents") or []
+    if not docs:
+        return []
+    big = max(docs, key=lambda d: d["config"]["processes"])
+    ranks = (big.get("environment") or {}).get("ranks") or []
+    if not ranks:
+        return []
+    by_host = {}
+    for r in ranks:
+        gpu = r.get("gpu")
+        text = str(r["rank"]) if not gpu else "{} ({} {})".format(r["rank"], gpu.get("name"),
+                                                                  gpu.get("pci_bus_id"))
+        by_host.setdefault(r["host"], []).append(text)
+    return ["Ranks at p = {}: ".format(big["config"]["processes"])
+            + "; ".join(f"{h}: {', '.join(rs)}" for h, rs in by_host.items()) + ".", ""]
+
+
 def _double_buffering_lines(runs):
     """What stands in for busbw where the allreduce phase is only the exposed wait."""
     lines = []
@@ -474,6 +493,12 @@ def render_markdown(report, plots=()):
         lines += [f"Run `{meta['timestamp']}`{where}.", ""]
     lines += _verdict_lines(report)
     cuda_aware = (env.get("cuda_aware_mpi") or {}).get("built_with_cuda_support")
+    device_mpi = (env.get("cuda_aware_mpi") or {}).get("device_buffer_allreduce")
+    cuda_text = {True: "yes", False: "no"}.get(cuda_aware, "unknown") + " by ompi_info"
+    if device_mpi:
+        cuda_text += ("; a device-buffer MPI_Allreduce " + {True: "worked", False: "**failed**"}.get(
+            device_mpi.get("works"), "was not tried") + (f" ({device_mpi['reason']})"
+                                                         if device_mpi.get("reason") else ""))
     lines += [
         "Model **{}**, {} samples per process per iteration (weak scaling), communicator **{}**, {}, "
         "{} timed iterations per pass.".format(
@@ -481,10 +506,10 @@ def render_markdown(report, plots=()):
             env.get("device") or "cpu", cfg.get("iterations")),
         "Gradient L = {} bytes ({:.2f} MB) in {} arrays. Chainer {}, {} (CUDA-aware: {}).".format(
             grad.get("bytes"), (grad.get("bytes") or 0) / 1e6, grad.get("arrays"),
-            env.get("chainer"), env.get("mpi_library"),
-            {True: "yes", False: "no"}.get(cuda_aware, "unknown")),
+            env.get("chainer"), env.get("mpi_library"), cuda_text),
         "",
     ]
+    lines += _ranks_lines(report)
     nccl = env.get("nccl")
     if env.get("nccl_version") or nccl:
         lines += ["NCCL {}: network {}, interfaces {}, channel transports {}; cuDNN {}.".format(

@@ -82,6 +82,7 @@ def run(args) -> dict | None:
                      "note": "loss and accuracy on each rank's next batch (mean over ranks, eval mode), "
                              "after the warm-up and after the timed passes"},
         "ranks": r.mpi.gather(environment.rank_record(r), root=0),
+        "device_buffer_allreduce": environment.device_buffer_allreduce(r),
     }
     cost = r.instrumentation_cost()
 

@@ -75,6 +75,10 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
                          "data": float(gathered[rk][1].mean())})
 
     overlap = overlap_record(args, phases, gathered, plain_s / n)
+    env = environment(r, measured["ranks"])
+    if env.get("cuda_aware_mpi") is not None:
+        env["cuda_aware_mpi"] = dict(env["cuda_aware_mpi"],
+                                     device_buffer_allreduce=measured["device_buffer_allreduce"])
     a = args
     return {
         "schema": SCHEMA,
@@ -90,7 +94,7 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
             "allreduce_dtype": a.allreduce_dtype, "double_buffering": a.double_buffering,
             "optimizer": type(r.actual).__name__, "seed": a.seed,
         },
-        "environment": environment(r, measured["ranks"]),
+        "environment": env,
         "gradient": {"bytes": r.grad_bytes, "arrays": r.grad_arrays, "elements": r.grad_elements,
                      "dtype": "float32", "allreduce_bytes": allreduce_bytes},
         "phases": phases,

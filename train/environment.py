@@ -279,6 +279,36 @@ def rank_record(r) -> dict:
     return rec
 
 
+def device_buffer_allreduce(r) -> dict | None:
+    """Collective, GPU runs only: does MPI reduce a device (CuPy) buffer correctly?
+
+    What ``ompi_info`` says the library was built with is not what a job gets (a UCX or
+    transport without CUDA support); one small MPI_Allreduce of a device buffer says it.
+    Handed a device pointer, an MPI without CUDA support may crash the process, so it is
+    tried only where ompi_info says CUDA support is built in, or where the communicator
+    (naive, flat on GPUs) has just handed MPI device buffers itself.
+    """
+    if r.cuda is None:
+        return None
+    built = r.mpi.bcast((BEFORE_MPI.get("cuda_aware_mpi") or {}).get("built_with_cuda_support"), root=0)
+    if built is not True and r.args.communicator not in ("naive", "flat"):
+        return {"tried": False, "works": None,
+                "reason": f"ompi_info says built_with_cuda_support={built}; a device pointer handed to MPI "
+                          "could crash the run"}
+    cupy = r.cuda.cupy
+    buf = cupy.full(16, r.rank + 1, dtype=cupy.float32)
+    try:
+        r.mpi.Allreduce(r.MPI.IN_PLACE, buf, op=r.MPI.SUM)
+        r.sync()
+        ok, error = bool((buf.get() == r.size * (r.size + 1) / 2).all()), None
+    except Exception as e:  # mpi4py refuses the buffer, or MPI returns an error
+        ok, error = False, f"{type(e).__name__}: {e}"
+    results = r.mpi.allgather((ok, error))
+    return {"tried": True, "works": all(x[0] for x in results),
+            "errors": sorted({x[1] for x in results if x[1]}),
+            "note": "one MPI_Allreduce (SUM) of a 16-element CuPy buffer, checked on every rank"}
+
+
 def oversubscribed_hosts(ranks: list[dict]) -> list[dict]:
     """Hosts whose ranks outnumber the CPUs they can use (node CPUs, or the union of their affinities)."""
     by_host: dict[str, list[dict]] = {}

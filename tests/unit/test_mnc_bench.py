@@ -302,3 +302,21 @@ def test_report_names_the_ceilings_not_measured_and_what_replaces_busbw_under_do
             "overlapped compute.") in md
     assert ("p = 2: nodes n1, n2 are one machine (the same kernel): 2 ranks on 1 CPUs, more ranks than "
             "CPUs.") in md
+
+
+def test_report_names_every_ranks_host_and_gpu_and_whether_mpi_took_a_device_buffer():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    gpu = {"device": 0, "name": "NVIDIA H100", "pci_bus_id": "0000:1b:00.0"}
+    gpus = [{"rank": 0, "host": "g1", "gpu": gpu}, {"rank": 1, "host": "g2", "gpu": gpu}]
+    for d in docs:
+        d["environment"].update(ranks=gpus[:d["config"]["processes"]], cuda_aware_mpi={
+            "built_with_cuda_support": True, "device_buffer_allreduce": {"tried": True, "works": True}})
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "(CUDA-aware: yes by ompi_info; a device-buffer MPI_Allreduce worked)." in md
+    assert ("Ranks at p = 2: g1: 0 (NVIDIA H100 0000:1b:00.0); g2: 1 (NVIDIA H100 0000:1b:00.0).") in md
+    for d in docs:
+        d["environment"]["cuda_aware_mpi"] = {"built_with_cuda_support": False, "device_buffer_allreduce": {
+            "tried": False, "works": None, "reason": "ompi_info says built_with_cuda_support=False"}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("(CUDA-aware: no by ompi_info; a device-buffer MPI_Allreduce was not tried (ompi_info says "
+            "built_with_cuda_support=False)).") in md
