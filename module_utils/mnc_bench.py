@@ -437,6 +437,25 @@ def _ranks_lines(report):
             + "; ".join(f"{h}: {', '.join(rs)}" for h, rs in by_host.items()) + ".", ""]
 
 
+def _interface_lines(report):
+    """The interfaces Open MPI's TCP transport uses on each host of the largest run."""
+    docs = report.get("documents") or []
+    if not docs:
+        return []
+    big = max(docs, key=lambda d: d["config"]["processes"])
+    tcp = (big.get("environment") or {}).get("mpi_tcp_interfaces")
+    if not tcp or not tcp.get("hosts"):
+        return []
+
+    def one(i):
+        speed = "" if i.get("speed_mbps") is None else f", {i['speed_mbps'] / 1000:g} Gb/s"
+        return f"{i['name']} ({i['address']}/{i['prefix']}{speed})"
+
+    hosts = "; ".join("{}: {}".format(h, ", ".join(one(i) for i in ifs) or "**none**")
+                      for h, ifs in tcp["hosts"].items())
+    return [f"Open MPI's TCP transport (`{tcp['rule']}`) at p = {big['config']['processes']}: {hosts}.", ""]
+
+
 def _double_buffering_lines(runs):
     """What stands in for busbw where the allreduce phase is only the exposed wait."""
     lines = []
@@ -518,6 +537,7 @@ def render_markdown(report, plots=()):
             ", ".join((nccl or {}).get("transports") or []) or "n/a",
             {True: "enabled", False: "disabled"}.get(env.get("cudnn_enabled"), "n/a")), ""]
     lines += _pinning_lines(env.get("network_pinning"))
+    lines += _interface_lines(report)
     transport = {k: v for k, v in (env.get("transport") or {}).items() if v}
     if transport:
         lines += ["Transport settings the ranks were given: "

@@ -254,6 +254,90 @@ def nccl_debug_read() -> dict | None:
     return parse_nccl_info(text)
 
 
+# -- network interfaces ------------------------------------------------------------------
+SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
+
+
+def interfaces() -> list[dict]:
+    """This node's interfaces with an IPv4 address: name, address, prefix, operstate, speed in Mb/s
+    (sysfs; None for virtual links, which report none)."""
+    import fcntl
+    import ipaddress
+    import socket
+    import struct
+
+    out = []
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return out
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for name in names:
+            req = struct.pack("256s", name[:15].encode())
+            try:
+                addr = socket.inet_ntoa(fcntl.ioctl(s.fileno(), SIOCGIFADDR, req)[20:24])
+                mask = socket.inet_ntoa(fcntl.ioctl(s.fileno(), SIOCGIFNETMASK, req)[20:24])
+            except OSError:  # no IPv4 address
+                continue
+            speed = _read(f"/sys/class/net/{name}/speed")
+            out.append({"name": name, "address": addr,
+                        "prefix": ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen,
+                        "operstate": _read(f"/sys/class/net/{name}/operstate"),
+                        "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0
+                        else None})
+    return out
+
+
+# Open MPI's default btl_tcp_if_exclude (4.x and 5.x): loopback and PPP links.
+OMPI_DEFAULT_EXCLUDE = "127.0.0.1/8,sppp"
+
+
+def _matches(iface: dict, entries: str) -> bool:
+    import ipaddress
+
+    for entry in (e.strip() for e in entries.split(",")):
+        if not entry:
+            continue
+        if "/" in entry:
+            try:
+                if ipaddress.IPv4Address(iface["address"]) in ipaddress.IPv4Network(entry, strict=False):
+                    return True
+            except ValueError:
+                continue
+        elif iface["name"] == entry:
+            return True
+    return False
+
+
+def tcp_interfaces(ifaces: list[dict], include: str | None, exclude: str | None) -> list[dict]:
+    """The interfaces Open MPI's TCP transport uses on a node, given btl_tcp_if_include / _exclude
+    (interface names or CIDR subnets, as ompi_info resolves them): the included ones, else every
+    one that is not excluded."""
+    if include:
+        return [i for i in ifaces if _matches(i, include)]
+    return [i for i in ifaces if not _matches(i, exclude or OMPI_DEFAULT_EXCLUDE)]
+
+
+def mpi_tcp_interfaces(ranks: list[dict], pinning: dict | None) -> dict:
+    """Per host, the interfaces Open MPI's TCP transport uses (when TCP carries the traffic)."""
+    pinning = pinning or {}
+    # ompi_info (rank 0, before MPI_Init) resolved both from the MCA files and the environment;
+    # without it, what the ranks were told
+    include = pinning.get("btl_tcp_if_include") or os.environ.get(TRANSPORT_VARS[2])
+    exclude = pinning.get("btl_tcp_if_exclude") or os.environ.get(TRANSPORT_VARS[3])
+    hosts: dict[str, list[dict]] = {}
+    for rec in ranks:
+        if rec["host"] not in hosts and rec.get("interfaces") is not None:
+            hosts[rec["host"]] = [{k: i[k] for k in ("name", "address", "prefix", "speed_mbps")}
+                                  for i in tcp_interfaces(rec["interfaces"], include, exclude)]
+    rule = f"btl_tcp_if_include={include}" if include else \
+        f"btl_tcp_if_exclude={exclude or OMPI_DEFAULT_EXCLUDE}" + ("" if exclude else " (Open MPI's default)")
+    return {"rule": rule, "hosts": hosts,
+            "note": "the interfaces with an IPv4 address that the rule selects on each host; Open MPI's TCP "
+                    "transport stripes over all of them when it carries the traffic (not with a UCX or "
+                    "InfiniBand pml/btl)"}
+
+
 # -- after ---------------------------------------------------------------------------
 def rank_record(r) -> dict:
     """This rank's host, CPUs and device (every rank; gathered by the caller)."""
@@ -266,6 +350,7 @@ def rank_record(r) -> dict:
         # One kernel, one machine: containers (the sandbox's nodes) on one host share it, and
         # with it the host's cores, which no cpuset inside them shows.
         "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+        "interfaces": interfaces(),
         "gpu": None,
         "nccl": nccl_debug_read(),
     }
@@ -380,6 +465,7 @@ def environment(r, ranks: list[dict]) -> dict:
         "mpi_yield_when_idle": BEFORE_MPI.get("yield_when_idle"),
         "transport": {k: os.environ.get(k) for k in TRANSPORT_VARS},
         "network_pinning": BEFORE_MPI.get("network_pinning"),
+        "mpi_tcp_interfaces": mpi_tcp_interfaces(ranks, BEFORE_MPI.get("network_pinning")),
         "transport_note": "as the ranks were told (mpiexec --mca, -x); unset: Open MPI's TCP transport "
                           "uses every interface that is up, NCCL picks its own",
         "device": "cpu",

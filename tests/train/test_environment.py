@@ -62,6 +62,21 @@ def test_nodes_that_share_one_machine_share_its_cpus():
     assert environment.shared_machines(pinned)[0]["oversubscribed"] is False
 
 
+def test_the_interfaces_open_mpis_tcp_transport_uses():
+    ifaces = [{"name": "lo", "address": "127.0.0.1", "prefix": 8},
+              {"name": "eth0", "address": "192.168.1.5", "prefix": 24},
+              {"name": "eth1", "address": "10.0.0.5", "prefix": 24}]
+    names = [i["name"] for i in environment.tcp_interfaces(ifaces, "10.0.0.0/24", None)]
+    assert names == ["eth1"]  # roles/mpi_network pins the private subnet
+    assert [i["name"] for i in environment.tcp_interfaces(ifaces, "eth0,eth1", None)] == ["eth0", "eth1"]
+    # nothing pinned: every interface but loopback (Open MPI's default exclude)
+    assert [i["name"] for i in environment.tcp_interfaces(ifaces, None, None)] == ["eth0", "eth1"]
+    assert [i["name"] for i in environment.tcp_interfaces(ifaces, None, "127.0.0.1/8,eth0")] == ["eth1"]
+    # this machine's own interfaces: loopback at least, each with an IPv4 address
+    mine = environment.interfaces()
+    assert any(i["name"] == "lo" and i["address"] == "127.0.0.1" for i in mine)
+
+
 @pytest.mark.mpi
 def test_environment_of_every_rank_is_recorded(tmp_path):
     doc = run_ok(QUICK, tmp_path / "e.json", processes=2,
@@ -78,6 +93,10 @@ def test_environment_of_every_rank_is_recorded(tmp_path):
     assert env["cuda_aware_mpi"]["built_with_cuda_support"] in (True, False)
     # ompi_info, run with the ranks' environment, reports the setting every job gets.
     assert env["network_pinning"]["btl_tcp_if_include"] == "lo"
+    # ... and so the only interface its TCP transport uses here
+    tcp = env["mpi_tcp_interfaces"]
+    assert tcp["rule"] == "btl_tcp_if_include=lo"
+    assert {h: [i["name"] for i in ifs] for h, ifs in tcp["hosts"].items()} == {env["hosts"][0]: ["lo"]}
     if environment.node_cpus()["usable_cpus"] >= 2:
         assert env["oversubscribed"] == []
 

@@ -320,3 +320,13 @@ def test_report_names_every_ranks_host_and_gpu_and_whether_mpi_took_a_device_buf
     md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
     assert ("(CUDA-aware: no by ompi_info; a device-buffer MPI_Allreduce was not tried (ompi_info says "
             "built_with_cuda_support=False)).") in md
+
+
+def test_report_names_the_interfaces_mpi_uses_on_every_host():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    docs[1]["environment"]["mpi_tcp_interfaces"] = {"rule": "btl_tcp_if_include=10.0.0.0/24", "hosts": {
+        "n1": [{"name": "eth1", "address": "10.0.0.1", "prefix": 24, "speed_mbps": 25000}],
+        "n2": []}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("Open MPI's TCP transport (`btl_tcp_if_include=10.0.0.0/24`) at p = 2: n1: eth1 (10.0.0.1/24, "
+            "25 Gb/s); n2: **none**.") in md
