@@ -444,7 +444,8 @@ def _interface_lines(report):
         return []
     big = max(docs, key=lambda d: d["config"]["processes"])
     tcp = (big.get("environment") or {}).get("mpi_tcp_interfaces")
-    if not tcp or not tcp.get("hosts"):
+    # ranks on one node talk through shared memory, not TCP
+    if not tcp or not tcp.get("hosts") or (big.get("environment") or {}).get("nodes", 1) < 2:
         return []
 
     def one(i):

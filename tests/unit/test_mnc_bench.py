@@ -327,6 +327,8 @@ def test_report_names_the_interfaces_mpi_uses_on_every_host():
     docs[1]["environment"]["mpi_tcp_interfaces"] = {"rule": "btl_tcp_if_include=10.0.0.0/24", "hosts": {
         "n1": [{"name": "eth1", "address": "10.0.0.1", "prefix": 24, "speed_mbps": 25000}],
         "n2": []}}
+    assert "TCP transport (" not in mnc_bench.render_markdown(mnc_bench.build_report(docs))  # one node
+    docs[1]["environment"]["nodes"] = 2
     md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
     assert ("Open MPI's TCP transport (`btl_tcp_if_include=10.0.0.0/24`) at p = 2: n1: eth1 (10.0.0.1/24, "
             "25 Gb/s); n2: **none**.") in md
