@@ -61,8 +61,10 @@ def timed(r, op, iters: int, nbytes: int, at_l: bool, sync=None) -> np.ndarray:
 
     That is how the instrumented loop times the gradient allreduce (barrier -> t2,
     multi_node_mean_grad and a device sync -> t3), so the two compare like for like.
-    One untimed operation first (connections, buffers, algorithm selection), then one
-    probe that sets the count (``repetitions``).
+    One untimed operation first (connections, buffers, algorithm selection), then a
+    probe that sets the count (``repetitions``): one operation, or, where it is fast
+    enough for the time minimum to matter, the median of three, so that one lucky
+    probe does not ask a slow operation for a thousand repetitions.
     """
     MPI, mpi = r.MPI, r.mpi
 
@@ -77,6 +79,10 @@ def timed(r, op, iters: int, nbytes: int, at_l: bool, sync=None) -> np.ndarray:
     once()
     probe = np.array([once()])
     mpi.Allreduce(MPI.IN_PLACE, probe, op=MPI.MAX)
+    if probe[0] * MIN_REPS < MIN_SECONDS:  # the same decision on every rank
+        more = np.array([once(), once()])
+        mpi.Allreduce(MPI.IN_PLACE, more, op=MPI.MAX)
+        probe = np.array([np.median([probe[0], *more])])
     reps = repetitions(nbytes, iters, at_l, float(probe[0]))
     times = np.array([once() for _ in range(reps)])
     mpi.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
