@@ -4,7 +4,7 @@
 
 * the process-count sweep and hostfile slot checks,
 * the mpiexec command line of one benchmark run and parsing its output,
-* weak-scaling efficiency across runs,
+* scaling efficiency across runs (weak or strong: the same samples/s arithmetic),
 * the report (one dict, and its Markdown rendering).
 
 The per-run numbers (phase statistics, algbw/busbw) are computed by the
@@ -410,10 +410,14 @@ def _verdict_details(report):
                       "within 25%", "link", "p2p GB/s", "p2p latency us"], rows), ""]
     pred = verdict.get("prediction")
     if pred:
+        scaling = pred.get("scaling", "weak")
+        ideal = pred.get("ideal_step", pred["baseline_step"])
+        against = (f"{_ms(ideal)} ms at the baseline" if scaling == "weak" else
+                   f"the ideal {_ms(ideal)} ms (the baseline's {_ms(pred['baseline_step'])} ms over "
+                   f"the {pred['processes']} processes' share)")
         lines += [f"At {pred['nodes']} nodes ({pred['processes']} processes) the model predicts a step of "
-                  f"{_ms(pred['predicted_step'])} ms against {_ms(pred['baseline_step'])} ms at the "
-                  "baseline: "
-                  f"weak-scaling efficiency {100 * pred['efficiency']:.0f}% ({pred['link']} link, "
+                  f"{_ms(pred['predicted_step'])} ms against {against}: "
+                  f"{scaling}-scaling efficiency {100 * pred['efficiency']:.0f}% ({pred['link']} link, "
                   f"{_f(pred['bandwidth'], '%.3f')} GB/s).", ""]
     return lines
 
@@ -520,9 +524,13 @@ def render_markdown(report, plots=()):
             device_mpi.get("works"), "was not tried") + (f" ({device_mpi['reason']})"
                                                          if device_mpi.get("reason") else ""))
     lines += [
-        "Model **{}**, {} samples per process per iteration (weak scaling), communicator **{}**, {}, "
+        "Model **{}**, {}, communicator **{}**, {}, "
         "{} timed iterations per pass.".format(
-            cfg.get("model"), cfg.get("batchsize"), cfg.get("communicator"),
+            cfg.get("model"),
+            f"{cfg.get('batchsize')} samples per process per iteration (weak scaling)"
+            if cfg.get("scaling") != "strong" else
+            f"{cfg.get('global_batchsize')} samples per iteration split over the processes (strong scaling: "
+            "the global batch fixed)", cfg.get("communicator"),
             env.get("device") or "cpu", cfg.get("iterations")),
         "Gradient L = {} bytes ({:.2f} MB) in {} arrays. Chainer {}, {} (CUDA-aware: {}).".format(
             grad.get("bytes"), (grad.get("bytes") or 0) / 1e6, grad.get("arrays"),

@@ -24,7 +24,7 @@ def run(args) -> dict | None:
     r = Runner(args)
     rank, size = r.rank, r.size
     log(rank, f"{args.model} on {size} process(es), {args.communicator} communicator, "
-        f"batch {args.batchsize}/process, {args.iterations} iterations x 2 passes")
+        f"batch {args.batchsize}/process ({args.scaling} scaling), {args.iterations} iterations x 2 passes")
     r.setup()
     log(rank, f"gradient: {r.grad_bytes} bytes in {r.grad_arrays} arrays; warm-up {args.warmup} iterations")
     r.warmup()

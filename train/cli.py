@@ -48,8 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="ChainerMN data-parallel training benchmark (run under mpiexec).",
     )
     p.add_argument("--model", "-m", choices=MODELS, default="mlp", help="network to train (default: mlp)")
-    p.add_argument("--batchsize", "-b", type=int, help="samples per process per iteration "
+    p.add_argument("--batchsize", "-b", type=int, help="samples per process per iteration, weak scaling "
                    "(default: 100 for mlp, 32 for resnet50)")
+    p.add_argument("--global-batchsize", type=int,
+                   help="samples per iteration over all processes, strong scaling: each of p processes "
+                   "takes global/p (a multiple of p)")
     p.add_argument("--unit", "-u", type=int, default=1000, help="hidden units of the MLP (default: 1000)")
     p.add_argument("--communicator", choices=COMMUNICATORS,
                    help="ChainerMN communicator (default: pure_nccl with --gpu, naive without)")
@@ -112,6 +115,16 @@ def resolve(args: argparse.Namespace) -> str | None:
     """Fill defaults that depend on other flags; return a problem or None."""
     if args.communicator is None:
         args.communicator = "pure_nccl" if args.gpu else "naive"
+    args.scaling = "weak"
+    if args.global_batchsize is not None:
+        if args.batchsize is not None:
+            return ("--batchsize (per process, weak scaling) and --global-batchsize (over all processes, "
+                    "strong scaling) exclude each other")
+        size = _size()
+        if args.global_batchsize < size or args.global_batchsize % size:
+            return (f"--global-batchsize {args.global_batchsize} is not a multiple of the {size} processes "
+                    "(each takes the same share)")
+        args.scaling, args.batchsize = "strong", args.global_batchsize // size
     if args.batchsize is None:
         args.batchsize = DEFAULT_BATCHSIZE[args.model]
     if args.classes is None:
@@ -141,6 +154,14 @@ def resolve(args: argparse.Namespace) -> str | None:
     if args.gpu:
         return gpu_problem(args.communicator)
     return None
+
+
+def _size() -> int:
+    """The job's process count from the launcher's environment, before MPI starts (1 without one)."""
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 1
 
 
 def _rank() -> int:

@@ -86,7 +86,8 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
         "argv": sys.argv[1:],
         "units": {"time": "s", "bandwidth": "GB/s (1e9 B/s)", "size": "bytes"},
         "config": {
-            "model": a.model, "batchsize": a.batchsize, "unit": a.unit if a.model == "mlp" else None,
+            "model": a.model, "batchsize": a.batchsize, "scaling": a.scaling,
+            "global_batchsize": a.batchsize * size, "unit": a.unit if a.model == "mlp" else None,
             "insize": a.insize if a.model == "resnet50" or r.dataset.format == "list" else None,
             "classes": a.classes, "communicator": a.communicator, "gpu": a.gpu,
             "processes": size, "iterations": n, "warmup": a.warmup, "rounds": a.rounds,

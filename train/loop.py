@@ -50,6 +50,10 @@ class Runner:
         self.mpi = self.comm.mpi_comm
         self.rank, self.size = self.comm.rank, self.comm.size
         self.hosts = self.mpi.allgather(MPI.Get_processor_name())
+        if args.scaling == "strong" and args.batchsize * self.size != args.global_batchsize:
+            # the launcher's environment named another process count than MPI has
+            raise BenchmarkError(f"--global-batchsize {args.global_batchsize} is not {self.size} processes x "
+                                 f"{args.batchsize}")
         self.cuda = None
         if args.gpu:
             from chainer.backends import cuda

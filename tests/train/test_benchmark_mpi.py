@@ -35,6 +35,7 @@ def test_document_says_what_ran(two_ranks):
     cfg = doc["config"]
     assert (cfg["model"], cfg["processes"], cfg["batchsize"], cfg["iterations"]) == ("mlp", 2, 32, 20)
     assert (cfg["communicator"], cfg["gpu"], cfg["data"]) == ("naive", False, "synthetic")
+    assert (cfg["scaling"], cfg["global_batchsize"]) == ("weak", 64)
     env = doc["environment"]
     assert env["chainer"] == "7.8.1"
     assert len(env["hosts"]) == 2 and env["nodes"] == 1
@@ -225,6 +226,8 @@ BAD = [
     (["--double-buffering"], "--double-buffering needs --communicator pure_nccl"),
     (["--data", "/no/such/mnist.npz"], "data path /no/such/mnist.npz does not exist"),
     (["--warmup", "1"], "--warmup must be at least 2"),
+    (["--global-batchsize", "64"], "--batchsize (per process, weak scaling) and --global-batchsize (over all "
+                                   "processes, strong scaling) exclude each other"),
 ]
 
 
@@ -238,6 +241,24 @@ def test_bad_input_fails_every_rank_before_running(tmp_path, args, message):
     assert message in proc.stderr, proc.stderr
     assert "train: mlp on" not in proc.stdout  # nothing started
     assert not out.exists()
+
+
+def _without_batchsize(args: list[str]) -> list[str]:
+    i = args.index("--batchsize")
+    return args[:i] + args[i + 2:]
+
+
+def test_strong_scaling_splits_the_global_batch(tmp_path):
+    doc = run_ok([*_without_batchsize(QUICK), "--global-batchsize", "64"], tmp_path / "s.json", processes=2)
+    cfg = doc["config"]
+    assert (cfg["scaling"], cfg["global_batchsize"], cfg["batchsize"]) == ("strong", 64, 32)
+    assert doc["throughput"]["samples"] == 64 * 20  # the global batch, not 2 x 64
+    never = tmp_path / "n.json"
+    proc = run_train([*_without_batchsize(QUICK), "--global-batchsize", "63", "--out", str(never)],
+                     processes=2, timeout=60)
+    assert proc.returncode != 0
+    assert "--global-batchsize 63 is not a multiple of the 2 processes" in proc.stderr, proc.stderr
+    assert not never.exists()
 
 
 def test_a_rank_that_fails_mid_run_takes_the_job_down(tmp_path):

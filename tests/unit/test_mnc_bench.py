@@ -332,3 +332,13 @@ def test_report_names_the_interfaces_mpi_uses_on_every_host():
     md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
     assert ("Open MPI's TCP transport (`btl_tcp_if_include=10.0.0.0/24`) at p = 2: n1: eth1 (10.0.0.1/24, "
             "25 Gb/s); n2: **none**.") in md
+
+
+def test_report_says_strong_scaling_when_the_global_batch_was_fixed():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    assert "100 samples per process per iteration (weak scaling)" in mnc_bench.render_markdown(
+        mnc_bench.build_report(docs))
+    for d in docs:
+        d["config"].update(scaling="strong", global_batchsize=200)
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "200 samples per iteration split over the processes (strong scaling: the global batch fixed)" in md

@@ -141,6 +141,38 @@ def test_the_sandbox_demo_is_cpu_contention_not_the_network():
     assert len(off) == 1 and "the signatures above explain it" in off[0]
 
 
+def test_strong_scaling_is_judged_against_the_baselines_share():
+    # The global batch fixed: at p = 4 each rank computes a quarter of p = 1's batch.
+    base = make_doc(1, 1, compute=0.100, update=0.010)
+    p4 = make_doc(4, 2, compute=0.025, update=0.010, allreduce=0.020, ceiling=0.018, p2p_gbs=1.0,
+                  p2p_lat=20e-6)
+    for d in (base, p4):
+        d["config"]["scaling"] = "strong"
+    v = mnc_verdict.run_verdict(p4, base)
+    assert v["scaling"] == "strong" and v["ideal_step"] == pytest.approx(0.110 / 4)
+    assert v["lost_per_step"] == pytest.approx(0.055 - 0.0275)
+    # compute at its share is no contention; the update, which does not shrink, is lost time
+    assert [s["kind"] for s in v["signatures"]] == []
+    assert v["where_lost"]["update, which does not shrink with the batch (strong scaling)"] == \
+        pytest.approx(0.010 - 0.0025)
+    assert "compute above its share of the baseline's" not in v["where_lost"]  # exactly its share
+    assert "longer than the ideal 27.5 ms (strong scaling: the baseline's step x 1/4)" in v["headline"]
+    # compute above its share is contention, said as such
+    slow = make_doc(4, 2, compute=0.060, update=0.010, allreduce=0.020)
+    slow["config"]["scaling"] = "strong"
+    (sig,) = mnc_verdict.run_verdict(slow, base)["signatures"]
+    assert sig["text"] == ("compute takes 2.4x its share of p = 1's (60 against 25 ms; strong scaling: "
+                           "0.25 of the batch per rank): the ranks compete for CPU cores or memory bandwidth")
+    # at twice the nodes, compute halves again, and the ideal is the baseline's step / 8
+    pred = mnc_verdict.predict_at_double([base, p4])
+    t_ar = mnc_verdict.ring_allreduce_time(L, 8, 1.0, 20e-6)
+    assert pred["scaling"] == "strong" and pred["processes"] == 8
+    assert pred["predicted_step"] == pytest.approx(0.0125 + 0.010 + t_ar)
+    assert pred["efficiency"] == pytest.approx((0.110 / 8) / (0.0125 + 0.010 + t_ar))
+    assert mnc_verdict.assess(report([base, p4]))["headline"][-1].startswith(
+        "Predicted strong-scaling efficiency at 4 nodes (8 processes): ")
+
+
 def test_compute_that_grows_with_p_is_contention():
     base = make_doc(1, 1, compute=0.030)
     p2 = make_doc(2, 1, compute=0.100, allreduce=0.005)
