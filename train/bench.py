@@ -85,6 +85,7 @@ def run(args) -> dict | None:
         "device_buffer_allreduce": environment.device_buffer_allreduce(r),
     }
     cost = r.instrumentation_cost()
+    r.batches.close()
 
     gathered = r.mpi.gather((stamps, loading, np.array(walls), cost, np.array(r.own_durations)), root=0)
     if rank != 0:

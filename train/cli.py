@@ -64,7 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="alternate plain and instrumented chunks this many times "
                    "(default: chunks of 5 iterations, so a burst of load hits both alike)")
     p.add_argument("--data", default="synthetic",
-                   help="'synthetic', or an MNIST IDX file/directory, an .npz, or a 'path label' list file")
+                   help="'synthetic', or an MNIST IDX file/directory, an .npz, a 'path label' list file, or "
+                   "an ImageNet-style class-folder directory (<dir>/<class>/<image>)")
+    p.add_argument("--loaders", type=int,
+                   help="worker processes per rank that decode images (list file, class folders) ahead of "
+                   "the loop (default: 2; 0 decodes in the loop)")
     p.add_argument("--root", help="directory the list file's image paths are relative to "
                    "(default: the list file's directory)")
     p.add_argument("--insize", type=int, default=224,
@@ -131,6 +135,10 @@ def resolve(args: argparse.Namespace) -> str | None:
         args.classes = 10 if args.model == "mlp" else 1000
     if args.rounds is None:
         args.rounds = max(1, args.iterations // 5)
+    if args.loaders is None:
+        args.loaders = 2
+    if args.loaders < 0:
+        return "--loaders must be 0 or more"
     positive = ("batchsize", "unit", "iterations", "insize", "classes", "rounds", "sweep_iters", "p2p_iters")
     for name in positive:
         if getattr(args, name) < 1:

@@ -94,7 +94,7 @@ class Runner:
             if dataset.max_label >= a.classes:
                 raise BenchmarkError(f"{a.data}: label {dataset.max_label} needs --classes above {a.classes}")
         self.dataset = dataset
-        self.batches = data.Batches(dataset, a.batchsize, self.rank, self.size, a.seed)
+        self.batches = data.Batches(dataset, a.batchsize, self.rank, self.size, a.seed, workers=a.loaders)
         model = models.build(a.model, dataset.sample_shape, a.classes, a.unit)
         if self.cuda is not None:
             model.to_gpu(self.device)

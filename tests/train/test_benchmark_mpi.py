@@ -214,6 +214,19 @@ def test_real_mnist_and_image_list_data(tmp_path):
     assert doc["config"]["data_format"] == "list"
     assert doc["gradient"]["bytes"] == mlp_param_bytes(3 * 12 * 12, 100, 10)
 
+    # ImageNet's class folders, decoded by two worker processes per rank ahead of the loop
+    for i in range(9):
+        cls = tmp_path / "folders" / f"n0{i % 3}"
+        cls.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (16 + i, 14), (0, 25 * i, 0)).save(cls / f"{i}.JPEG", "JPEG")
+    doc = run_ok([*QUICK, "--data", str(tmp_path / "folders"), "--insize", "8", "--batchsize", "4",
+                  "--loaders", "2"], tmp_path / "folders.json")
+    cfg = doc["config"]
+    assert (cfg["data_format"], cfg["data_samples"], cfg["data_classes"]) == ("folder", 9, 3)
+    assert cfg["loaders"] == 2
+    assert cfg["insize"] == 8 and doc["gradient"]["bytes"] == mlp_param_bytes(3 * 8 * 8, 100, 10)
+    assert doc["correctness"]["gradients"]["averaged"] is True
+
 
 BAD = [
     (["--model", "vgg16"], "argument --model/-m: invalid choice: 'vgg16'"),
