@@ -590,6 +590,14 @@ def render_markdown(report, plots=()):
                           r["processes"], r["learning"]["before"]["loss"], _acc(r["learning"]["before"]),
                           r["learning"]["after"]["loss"], _acc(r["learning"]["after"])) for r in learned)
                   + ".", ""]
+        validated = [r for r in learned if r["learning"].get("validation")]
+        if validated:
+            lines += ["Held-out samples, through ChainerMN's multi-node evaluator (each rank its shard, the "
+                      "mean over ranks), after the warm-up -> after the timed passes: " + "; ".join(
+                          "p = {}: {} samples, loss {:.4g}{} -> {:.4g}{}".format(
+                              r["processes"], v["samples"], v["before"]["loss"], _acc(v["before"]),
+                              v["after"]["loss"], _acc(v["after"]))
+                          for r in validated for v in [r["learning"]["validation"]]) + ".", ""]
     lines += [
         "## Throughput and scaling efficiency",
         "",

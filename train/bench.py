@@ -29,6 +29,7 @@ def run(args) -> dict | None:
     log(rank, f"gradient: {r.grad_bytes} bytes in {r.grad_arrays} arrays; warm-up {args.warmup} iterations")
     r.warmup()
     before = r.evaluate()
+    validation = {"before": r.validate()} if args.validation else None
 
     # Alternate plain and instrumented chunks: both passes see the same drift.
     chunks = chunk_sizes(args.iterations, args.rounds)
@@ -50,6 +51,12 @@ def run(args) -> dict | None:
         r.read_own_duration()
     r.sync()
     after = r.evaluate()
+    if validation is not None:
+        validation.update(after=r.validate(), samples=args.validation,
+                          per_rank=r.mpi.allgather(len(r.batches.validation)),
+                          evaluator="chainermn.create_multi_node_evaluator over chainer's Evaluator: each "
+                                    "rank evaluates its shard of the held-out samples, the figures are the "
+                                    "mean over ranks; after the warm-up and after the timed passes")
     # One more iteration, untimed, through the same reduction: is it the ranks' mean?
     grads = correctness.check_gradients(r)
     if not grads["averaged"]:
@@ -78,7 +85,7 @@ def run(args) -> dict | None:
         # small messages: the latency a ring or recursive-doubling allreduce pays per step
         "p2p_latency": ceilings.p2p(r, 8 if args.p2p_bytes else 0, max(20, args.p2p_iters)),
         "correctness": correct,
-        "learning": {"before": before, "after": after,
+        "learning": {"before": before, "after": after, "validation": validation,
                      "note": "loss and accuracy on each rank's next batch (mean over ranks, eval mode), "
                              "after the warm-up and after the timed passes"},
         "ranks": r.mpi.gather(environment.rank_record(r), root=0),

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default="synthetic",
                    help="'synthetic', or an MNIST IDX file/directory, an .npz, a 'path label' list file, or "
                    "an ImageNet-style class-folder directory (<dir>/<class>/<image>)")
+    p.add_argument("--validation", type=int, default=0,
+                   help="hold out this many samples of --data and evaluate them after the warm-up and after "
+                   "the timed passes through ChainerMN's multi-node evaluator (default: 0, none)")
     p.add_argument("--loaders", type=int,
                    help="worker processes per rank that decode images (list file, class folders) ahead of "
                    "the loop (default: 2; 0 decodes in the loop)")
@@ -139,6 +142,10 @@ def resolve(args: argparse.Namespace) -> str | None:
         args.loaders = 2
     if args.loaders < 0:
         return "--loaders must be 0 or more"
+    if args.validation < 0:
+        return "--validation must be 0 or more"
+    if args.validation and args.data == "synthetic":
+        return "--validation needs --data: synthetic data has no samples to hold out"
     positive = ("batchsize", "unit", "iterations", "insize", "classes", "rounds", "sweep_iters", "p2p_iters")
     for name in positive:
         if getattr(args, name) < 1:

@@ -315,15 +315,22 @@ class Batches:
 
     PREFETCH = 2
 
-    def __init__(self, dataset, batchsize: int, rank: int, size: int, seed: int, workers: int = 0):
+    def __init__(self, dataset, batchsize: int, rank: int, size: int, seed: int, workers: int = 0,
+                 holdout: int = 0):
         self.dataset = dataset
         self.batchsize = batchsize
         self.pool = None
         self.workers = 0  # decoding processes in use
+        self.validation = None  # this rank's shard of the held-out samples
         if isinstance(dataset, SyntheticDataset):
             self.shard = None
             return
         perm = np.random.default_rng(seed).permutation(len(dataset))
+        if holdout:
+            if holdout < size or len(dataset) - holdout < size:
+                raise DataError(f"--validation {holdout} of {len(dataset)} samples leaves {size} processes "
+                                "without a validation or a training shard each")
+            self.validation, perm = perm[:holdout][rank::size], perm[holdout:]
         self.shard = perm[rank::size]
         if len(self.shard) == 0:
             raise DataError(f"{len(dataset)} samples cannot give each of {size} processes a shard")

@@ -239,6 +239,7 @@ BAD = [
     (["--double-buffering"], "--double-buffering needs --communicator pure_nccl"),
     (["--data", "/no/such/mnist.npz"], "data path /no/such/mnist.npz does not exist"),
     (["--warmup", "1"], "--warmup must be at least 2"),
+    (["--validation", "10"], "--validation needs --data: synthetic data has no samples to hold out"),
     (["--global-batchsize", "64"], "--batchsize (per process, weak scaling) and --global-batchsize (over all "
                                    "processes, strong scaling) exclude each other"),
 ]
@@ -272,6 +273,28 @@ def test_strong_scaling_splits_the_global_batch(tmp_path):
     assert proc.returncode != 0
     assert "--global-batchsize 63 is not a multiple of the 2 processes" in proc.stderr, proc.stderr
     assert not never.exists()
+
+
+def test_held_out_samples_through_the_multi_node_evaluator(tmp_path):
+    # A learnable set: a bright band whose row says the label, on noise.
+    import numpy as np
+
+    from tests.train.test_data import write_idx
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 400)
+    images = rng.integers(0, 40, (400, 28, 28))
+    for i, k in enumerate(labels):
+        images[i, 2 * k:2 * k + 3, :] = 255
+    write_idx(tmp_path / "train-images-idx3-ubyte", images, gz=False)
+    write_idx(tmp_path / "train-labels-idx1-ubyte", labels, gz=False)
+    doc = run_ok([*QUICK, "--data", str(tmp_path), "--validation", "100"], tmp_path / "v.json")
+    v = doc["learning"]["validation"]
+    assert v["samples"] == 100 and v["per_rank"] == [50, 50]  # each rank evaluates its own half
+    assert "create_multi_node_evaluator" in v["evaluator"]
+    # samples no rank trained on: the distributed training generalises to them
+    assert v["after"]["loss"] < v["before"]["loss"] / 2
+    assert v["after"]["accuracy"] >= 0.9 > v["before"]["accuracy"]
 
 
 def test_a_rank_that_fails_mid_run_takes_the_job_down(tmp_path):

@@ -342,3 +342,15 @@ def test_report_says_strong_scaling_when_the_global_batch_was_fixed():
         d["config"].update(scaling="strong", global_batchsize=200)
     md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
     assert "200 samples per iteration split over the processes (strong scaling: the global batch fixed)" in md
+
+
+def test_report_states_the_held_out_accuracy():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    for d in docs:
+        d["learning"] = {"before": {"loss": 2.0, "accuracy": 0.1}, "after": {"loss": 0.5, "accuracy": 0.8},
+                         "validation": {"samples": 100, "before": {"loss": 2.1, "accuracy": 0.12},
+                                        "after": {"loss": 0.6, "accuracy": 0.75}}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("Held-out samples, through ChainerMN's multi-node evaluator (each rank its shard, the mean over "
+            "ranks), after the warm-up -> after the timed passes: p = 1: 100 samples, loss 2.1 (accuracy "
+            "12%) -> 0.6 (accuracy 75%); p = 2: 100 samples") in md
