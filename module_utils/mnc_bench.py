@@ -4,7 +4,7 @@
 
 * the process-count sweep and hostfile slot checks,
 * the mpiexec command line of one benchmark run and parsing its output,
-* weak-scaling efficiency across runs,
+* scaling efficiency across runs (weak or strong: the same samples/s arithmetic),
 * the report (one dict, and its Markdown rendering).
 
 The per-run numbers (phase statistics, algbw/busbw) are computed by the
@@ -221,6 +221,17 @@ def round_throughput(doc):
     return [per_iter * r["iterations"] / r["plain_wall"] for r in rounds if r.get("plain_wall")]
 
 
+def _correctness(doc):
+    """Whether the run proved its gradients averaged: the reduced gradient is the ranks' mean,
+    and the ranks' parameters agree (``correct``: both, where recorded)."""
+    c = doc.get("correctness") or {}
+    g = c.get("gradients") or {}
+    checks = [x for x in (c.get("agree"), g.get("averaged")) if x is not None]
+    return {"correct": None if not checks else all(checks),
+            "parameters_agree": c.get("agree"), "gradients_averaged": g.get("averaged"),
+            "gradient_error": g.get("relative_error"), "gradient_check_distinguishes": g.get("distinguishes")}
+
+
 def build_report(documents, meta=None):
     """One report dict from the benchmark documents of a sweep."""
     docs = sorted(documents, key=lambda d: d["config"]["processes"])
@@ -259,6 +270,8 @@ def build_report(documents, meta=None):
             "allreduce_bytes": ar["bytes"],
             "allreduce_time": ar["time"],
             "allreduce_exposed_only": ar.get("exposed_only", False),
+            "allreduce_own_duration": ar.get("own_duration"),
+            "busbw_own_duration": ar.get("busbw_own_duration"),
             "algbw": ar["algbw"],
             "busbw": ar["busbw"],
             "ceiling_path": ceiling.get("path"),
@@ -281,10 +294,11 @@ def build_report(documents, meta=None):
             "overlap": dict({k: ov.get(k) for k in ("perfect_overlap_step", "measured_step", "could_gain",
                                                      "hidden")},
                             allreduce_own=(ov.get("allreduce_own") or {}).get("median")),
-            "correct": (d.get("correctness") or {}).get("agree"),
+            **_correctness(d),
             "learning": d.get("learning"),
             "mpi_yield_when_idle": env.get("mpi_yield_when_idle"),
             "oversubscribed": env.get("oversubscribed") or [],
+            "shared_machines": env.get("shared_machines") or [],
         })
     first = docs[0] if docs else {}
     return {
@@ -396,12 +410,88 @@ def _verdict_details(report):
                       "within 25%", "link", "p2p GB/s", "p2p latency us"], rows), ""]
     pred = verdict.get("prediction")
     if pred:
+        scaling = pred.get("scaling", "weak")
+        ideal = pred.get("ideal_step", pred["baseline_step"])
+        against = (f"{_ms(ideal)} ms at the baseline" if scaling == "weak" else
+                   f"the ideal {_ms(ideal)} ms (the baseline's {_ms(pred['baseline_step'])} ms over "
+                   f"the {pred['processes']} processes' share)")
         lines += [f"At {pred['nodes']} nodes ({pred['processes']} processes) the model predicts a step of "
-                  f"{_ms(pred['predicted_step'])} ms against {_ms(pred['baseline_step'])} ms at the "
-                  "baseline: "
-                  f"weak-scaling efficiency {100 * pred['efficiency']:.0f}% ({pred['link']} link, "
+                  f"{_ms(pred['predicted_step'])} ms against {against}: "
+                  f"{scaling}-scaling efficiency {100 * pred['efficiency']:.0f}% ({pred['link']} link, "
                   f"{_f(pred['bandwidth'], '%.3f')} GB/s).", ""]
     return lines
+
+
+def _ranks_lines(report):
+    """Every rank's host and GPU in the largest run, grouped by host."""
+    docs = report.get("documents") or []
+    if not docs:
+        return []
+    big = max(docs, key=lambda d: d["config"]["processes"])
+    ranks = (big.get("environment") or {}).get("ranks") or []
+    if not ranks:
+        return []
+    by_host = {}
+    for r in ranks:
+        gpu = r.get("gpu")
+        text = str(r["rank"]) if not gpu else "{} ({} {})".format(r["rank"], gpu.get("name"),
+                                                                  gpu.get("pci_bus_id"))
+        by_host.setdefault(r["host"], []).append(text)
+    return ["Ranks at p = {}: ".format(big["config"]["processes"])
+            + "; ".join(f"{h}: {', '.join(rs)}" for h, rs in by_host.items()) + ".", ""]
+
+
+def _interface_lines(report):
+    """The interfaces Open MPI's TCP transport uses on each host of the largest run."""
+    docs = report.get("documents") or []
+    if not docs:
+        return []
+    big = max(docs, key=lambda d: d["config"]["processes"])
+    tcp = (big.get("environment") or {}).get("mpi_tcp_interfaces")
+    # ranks on one node talk through shared memory, not TCP
+    if not tcp or not tcp.get("hosts") or (big.get("environment") or {}).get("nodes", 1) < 2:
+        return []
+
+    def one(i):
+        speed = "" if i.get("speed_mbps") is None else f", {i['speed_mbps'] / 1000:g} Gb/s"
+        return f"{i['name']} ({i['address']}/{i['prefix']}{speed})"
+
+    hosts = "; ".join("{}: {}".format(h, ", ".join(one(i) for i in ifs) or "**none**")
+                      for h, ifs in tcp["hosts"].items())
+    return [f"Open MPI's TCP transport (`{tcp['rule']}`) at p = {big['config']['processes']}: {hosts}.", ""]
+
+
+def _double_buffering_lines(runs):
+    """What stands in for busbw where the allreduce phase is only the exposed wait."""
+    lines = []
+    for r in runs:
+        if not r.get("allreduce_exposed_only"):
+            continue
+        text = (f"p = {r['processes']}, double buffering: the allreduce phase "
+                f"({_ms(r['allreduce_time'])} ms) is only the exposed wait for the previous reduction "
+                "plus the launch, so no busbw is derived from it")
+        if r.get("allreduce_own_duration"):
+            text += (f"; the reduction's own duration on its stream (CUDA events) is "
+                     f"{_ms(r['allreduce_own_duration'])} ms, busbw "
+                     f"{_f(r.get('busbw_own_duration'), '%.3f')} GB/s, measured while it overlapped "
+                     "compute")
+        lines += [text + ".", ""]
+    return lines
+
+
+def _skipped_lines(report):
+    """The ceiling paths a run did not measure, with the reason (the same for every p)."""
+    docs = report.get("documents") or []
+    ceil = (docs[0].get("ceilings") or {}) if docs else {}
+    lines = []
+    if ceil.get("skipped"):
+        skipped = "; ".join(f"`{x['path']}`: {x['reason']}" for x in ceil["skipped"])
+        lines += [f"Not measured: {skipped}."]
+    if ceil.get("reference_caveat"):
+        lines += [f"Reference caveat: {ceil['reference_caveat']}."]
+    if ceil.get("repetition_rule"):
+        lines += [f"Repetitions: {ceil['repetition_rule'].removeprefix('repetitions: ')}."]
+    return [*lines, ""] if lines else []
 
 
 def _pinning_lines(pinning):
@@ -427,17 +517,27 @@ def render_markdown(report, plots=()):
         lines += [f"Run `{meta['timestamp']}`{where}.", ""]
     lines += _verdict_lines(report)
     cuda_aware = (env.get("cuda_aware_mpi") or {}).get("built_with_cuda_support")
+    device_mpi = (env.get("cuda_aware_mpi") or {}).get("device_buffer_allreduce")
+    cuda_text = {True: "yes", False: "no"}.get(cuda_aware, "unknown") + " by ompi_info"
+    if device_mpi:
+        cuda_text += ("; a device-buffer MPI_Allreduce " + {True: "worked", False: "**failed**"}.get(
+            device_mpi.get("works"), "was not tried") + (f" ({device_mpi['reason']})"
+                                                         if device_mpi.get("reason") else ""))
     lines += [
-        "Model **{}**, {} samples per process per iteration (weak scaling), communicator **{}**, {}, "
+        "Model **{}**, {}, communicator **{}**, {}, "
         "{} timed iterations per pass.".format(
-            cfg.get("model"), cfg.get("batchsize"), cfg.get("communicator"),
+            cfg.get("model"),
+            f"{cfg.get('batchsize')} samples per process per iteration (weak scaling)"
+            if cfg.get("scaling") != "strong" else
+            f"{cfg.get('global_batchsize')} samples per iteration split over the processes (strong scaling: "
+            "the global batch fixed)", cfg.get("communicator"),
             env.get("device") or "cpu", cfg.get("iterations")),
         "Gradient L = {} bytes ({:.2f} MB) in {} arrays. Chainer {}, {} (CUDA-aware: {}).".format(
             grad.get("bytes"), (grad.get("bytes") or 0) / 1e6, grad.get("arrays"),
-            env.get("chainer"), env.get("mpi_library"),
-            {True: "yes", False: "no"}.get(cuda_aware, "unknown")),
+            env.get("chainer"), env.get("mpi_library"), cuda_text),
         "",
     ]
+    lines += _ranks_lines(report)
     nccl = env.get("nccl")
     if env.get("nccl_version") or nccl:
         lines += ["NCCL {}: network {}, interfaces {}, channel transports {}; cuDNN {}.".format(
@@ -446,6 +546,7 @@ def render_markdown(report, plots=()):
             ", ".join((nccl or {}).get("transports") or []) or "n/a",
             {True: "enabled", False: "disabled"}.get(env.get("cudnn_enabled"), "n/a")), ""]
     lines += _pinning_lines(env.get("network_pinning"))
+    lines += _interface_lines(report)
     transport = {k: v for k, v in (env.get("transport") or {}).items() if v}
     if transport:
         lines += ["Transport settings the ranks were given: "
@@ -458,12 +559,26 @@ def render_markdown(report, plots=()):
         for o in r["oversubscribed"]:
             lines += [f"p = {r['processes']}: {o['ranks']} ranks on {o['host']}, which gives them "
                       f"{o['usable_cpus']:g} usable CPUs.", ""]
+        for m in r["shared_machines"]:
+            lines += ["p = {}: nodes {} are one machine (the same kernel): {} ranks on {:g} CPUs{}.".format(
+                r["processes"], ", ".join(m["hosts"]), m["ranks"], m["usable_cpus"],
+                ", more ranks than CPUs" if m.get("oversubscribed") else ""), ""]
     bad = [r["processes"] for r in runs if r["correct"] is False]
     checked = [r for r in runs if r["correct"] is not None]
     if checked:
-        lines += ["Every rank ended with the same parameters (gradients averaged) at p = "
-                  + ", ".join(str(r["processes"]) for r in checked if r["correct"])
-                  + ("" if not bad else f"; **not** at p = {bad}") + ".", ""]
+        proved = [r for r in checked if r["correct"]]
+        gradient = [r for r in proved if r.get("gradients_averaged")]
+        text = ("Gradients averaged: every rank's reduced gradient was the mean of the ranks' local "
+                "gradients (one extra iteration, checked against a separate MPI_Allreduce) and every "
+                "rank ended with the same parameters" if gradient and len(gradient) == len(proved)
+                else "Every rank ended with the same parameters (gradients averaged)")
+        lines += [text + " at p = " + ", ".join(str(r["processes"]) for r in proved)
+                  + ("" if not bad else f"; **not** at p = {bad}") + "."]
+        blind = [r["processes"] for r in proved if r.get("gradient_check_distinguishes") is False]
+        if blind:
+            lines += [f"At p = {blind} every rank computed the same local gradient (the same data on every "
+                      "rank), so the gradient check could not have seen a missing reduction."]
+        lines.append("")
     learned = [r for r in runs if r.get("learning")]
     if learned:
         def _acc(x):
@@ -475,6 +590,14 @@ def render_markdown(report, plots=()):
                           r["processes"], r["learning"]["before"]["loss"], _acc(r["learning"]["before"]),
                           r["learning"]["after"]["loss"], _acc(r["learning"]["after"])) for r in learned)
                   + ".", ""]
+        validated = [r for r in learned if r["learning"].get("validation")]
+        if validated:
+            lines += ["Held-out samples, through ChainerMN's multi-node evaluator (each rank its shard, the "
+                      "mean over ranks), after the warm-up -> after the timed passes: " + "; ".join(
+                          "p = {}: {} samples, loss {:.4g}{} -> {:.4g}{}".format(
+                              r["processes"], v["samples"], v["before"]["loss"], _acc(v["before"]),
+                              v["after"]["loss"], _acc(v["after"]))
+                          for r in validated for v in [r["learning"]["validation"]]) + ".", ""]
     lines += [
         "## Throughput and scaling efficiency",
         "",
@@ -561,6 +684,7 @@ def render_markdown(report, plots=()):
                  _ms(r["per_array_cost"]),
                  _f(r["p2p_inter_node"], "%.3f"), _f(r["p2p_intra_node"], "%.3f")] for r in runs]),
         "",
+        *_double_buffering_lines(runs),
         "Every ceiling at L, labelled with its path:",
         "",
         _table(["processes", "path", "what", "arrays", "repetitions", "time (ms): median (IQR)",
@@ -570,6 +694,7 @@ def render_markdown(report, plots=()):
                 for r in runs for c in r["ceilings_at_L"]]),
         "",
     ]
+    lines += _skipped_lines(report)
     lines += _verdict_details(report)
     lines += _comparison_lines(report)
     if report.get("trace"):

@@ -28,7 +28,8 @@ MODEL = (
     "step = measured compute + measured update + ring allreduce predicted from point-to-point: "
     "k * 2(p-1) * alpha + 2(p-1)/p * L / B, B and alpha the point-to-point bandwidth and one-way "
     "latency (inter-node when the run spans nodes), k = allreduces per step (one per parameter array "
-    "for naive, else 1); predicted efficiency = measured baseline step / predicted step"
+    "for naive, else 1); predicted efficiency = ideal step / predicted step, the ideal being the measured "
+    "baseline step (weak scaling) or its share base p / p (strong scaling, where compute shrinks alike)"
 )
 MODEL_TOLERANCE = 0.25  # the model "predicts" a step when within 25 %
 SMALL_MESSAGE_FACTOR = 10.0  # 8-byte allreduce this many times the latency prediction: not the network
@@ -67,6 +68,19 @@ def small_allreduce_prediction(processes, latency):
     if processes < 2 or latency is None:
         return None
     return math.ceil(math.log2(processes)) * latency
+
+
+def strong(doc):
+    """Whether the run held the global batch fixed (strong scaling) rather than the per-process one."""
+    return (doc.get("config") or {}).get("scaling") == "strong"
+
+
+def work_share(doc, base_doc):
+    """The part of the baseline's per-rank work a rank of ``doc`` does: 1 under weak scaling,
+    base p / p under strong scaling (the global batch split over more ranks)."""
+    if not strong(doc):
+        return 1.0
+    return base_doc["config"]["processes"] / doc["config"]["processes"]
 
 
 def _p2p_row(rows, nodes):
@@ -122,23 +136,48 @@ def _ceiling(doc):
     return ar.get("ceiling") or {}
 
 
+def _contention(yields):
+    """Oversubscription in plain words: what it does to the figures, and what to do about it."""
+    text = (": more ranks than cores, so they take turns on the CPUs, and a rank waiting in MPI spins on "
+            "its core (busy polling) instead of giving it to one that is computing or sending; the slow "
+            "allreduce and the low efficiency measure this competition for the CPUs, not the network")
+    if yields:
+        return text + (" (MPI yields when idle here, which softens it; run no more ranks than CPUs to "
+                       "remove it)")
+    return text + " (run no more ranks than CPUs, or have MPI yield when idle: mnc_mpi_yield_when_idle)"
+
+
 def signatures(doc, step, base_doc=None):
     """What, other than the network, the figures show: a list of {kind, text}."""
     found = []
     p = doc["config"]["processes"]
     env = doc.get("environment", {})
+    yields = (env.get("mpi_yield_when_idle") or {}).get("value") == "1"
     for host in env.get("oversubscribed") or []:
         found.append({"kind": "oversubscribed",
-                      "text": "{} ranks on {} with {:g} usable CPUs (cpuset, CPU quota, affinity): ranks "
-                              "compete for cores".format(host["ranks"], host["host"], host["usable_cpus"])})
+                      "text": "{} ranks on {}, which has {:g} usable CPUs (cpuset, CPU quota, "
+                              "affinity){}".format(host["ranks"], host["host"], host["usable_cpus"],
+                                                   _contention(yields))})
+    for m in env.get("shared_machines") or []:
+        if m.get("oversubscribed"):
+            found.append({"kind": "shared machine",
+                          "text": "{} ranks on nodes {}, which are one machine (the same kernel) with "
+                                  "{:g} CPUs between them{}".format(m["ranks"], ", ".join(m["hosts"]),
+                                                                    m["usable_cpus"], _contention(yields))})
     if base_doc is not None and base_doc is not doc:
-        c, c0 = doc["phases"]["compute"]["median"], base_doc["phases"]["compute"]["median"]
+        f = work_share(doc, base_doc)
+        c, c0 = doc["phases"]["compute"]["median"], base_doc["phases"]["compute"]["median"] * f
         if c0 and c > COMPUTE_GROWTH * c0:
+            b = base_doc["config"]["processes"]
+            ratio, now, then = c / c0, f"{c * 1e3:.3g}", f"{c0 * 1e3:.3g}"
+            if f == 1:
+                head = (f"compute takes {ratio:.1f}x as long as at p = {b} ({now} against {then} ms) for the "
+                        "same work per rank")
+            else:
+                head = (f"compute takes {ratio:.1f}x its share of p = {b}'s ({now} against {then} ms; strong "
+                        f"scaling: {f:.3g} of the batch per rank)")
             found.append({"kind": "compute contention",
-                          "text": "compute takes {:.1f}x as long as at p = {} ({:.3g} against {:.3g} ms) "
-                                  "for the same work per rank: the ranks compete for CPU cores or memory "
-                                  "bandwidth".format(c / c0, base_doc["config"]["processes"], c * 1e3,
-                                                     c0 * 1e3)})
+                          "text": head + ": the ranks compete for CPU cores or memory bandwidth"})
     _, lat, _ = link_figures(doc)
     small = next((r for r in doc.get("raw_allreduce") or [] if r.get("bytes") == 8), None)
     predicted = small_allreduce_prediction(p, lat)
@@ -188,15 +227,24 @@ def run_verdict(doc, base_doc, link_gbps=None):
         "model": step_model(doc),
         "signatures": signatures(doc, step, base_doc),
     }
-    # Where the time beyond the baseline's step went (weak scaling: same work per rank).
-    lost = None if not (step and base_step) else step - base_step
+    # Where the time beyond the ideal step went: the baseline's step under weak scaling (same
+    # work per rank), its share of it under strong scaling (the global batch split p ways).
+    f = work_share(doc, base_doc)
+    ideal = None if not base_step else base_step * f
+    lost = None if not (step and base_step) else step - ideal
     parts = {
         "allreduce on the wire (its ceiling at L)": ceil.get("time") if not ar.get("exposed_only") else None,
         "framework overhead (in-training allreduce minus the ceiling)": ar.get("framework_overhead"),
         "imbalance (waiting for the slowest rank)": br["wait"]["mean"],
-        "compute slower than at the baseline": (doc["phases"]["compute"]["median"]
-                                                - base_doc["phases"]["compute"]["median"]),
+        "compute slower than at the baseline" if f == 1 else "compute above its share of the baseline's":
+            doc["phases"]["compute"]["median"] - base_doc["phases"]["compute"]["median"] * f,
     }
+    if f != 1:
+        parts["update, which does not shrink with the batch (strong scaling)"] = (
+            doc["phases"]["update"]["median"] - base_doc["phases"]["update"]["median"] * f)
+    out["scaling"] = "strong" if strong(doc) else "weak"
+    out["baseline_processes"] = base_doc["config"]["processes"]
+    out["ideal_step"] = ideal
     if ar.get("exposed_only"):
         parts["exposed communication (double buffering)"] = ar.get("time")
     parts = {k: v for k, v in parts.items() if v is not None and v > 0}
@@ -215,6 +263,7 @@ def _ms(seconds):
 
 def _sentences(v, doc, link_gbps):
     p = v["processes"]
+    ar = doc.get("allreduce", {})
     if p < 2:
         return [(False, "p = 1 is the baseline: no allreduce crosses a link.")]
     words = []  # (part of the headline?, sentence)
@@ -234,13 +283,23 @@ def _sentences(v, doc, link_gbps):
         if rel:
             first += ", " + ", ".join(rel)
     else:
-        first += "; no busbw (double buffering: only the exposed wait is timed)"
+        first += "; no busbw from the allreduce phase (double buffering: it is only the exposed wait)"
+        own, own_bw = ar.get("own_duration"), ar.get("busbw_own_duration")
+        if own and own_bw:
+            first += ("; the reduction's own duration on its stream is {} (busbw {:.2f} Gb/s, {:.3f} GB/s, "
+                      "while it overlapped compute{})").format(
+                          _ms(own), gbit(own_bw), own_bw,
+                          "" if ar.get("busbw_own_percent_of_ceiling") is None else ", {:.0f}% of the {} "
+                          "ceiling at L".format(ar["busbw_own_percent_of_ceiling"], v["ceiling_path"]))
     words.append((True, first + "."))
     if v["dominant"] and v["lost_per_step"] is not None and v["lost_per_step"] > 0:
         parts = sorted(v["where_lost"].items(), key=lambda kv: -kv[1])
         (top, t_top), rest = parts[0], parts[1:]
-        text = "The step is {} longer than at the baseline; dominant cause: {}, {}".format(
-            _ms(v["lost_per_step"]), top, _ms(t_top))
+        than = ("at the baseline" if v.get("scaling") != "strong" else
+                "the ideal {} (strong scaling: the baseline's step x {}/{})".format(
+                    _ms(v["ideal_step"]), v["baseline_processes"], v["processes"]))
+        text = "The step is {} longer than {}; dominant cause: {}, {}".format(
+            _ms(v["lost_per_step"]), than, top, _ms(t_top))
         if rest:
             text += "; then " + ", ".join(f"{k} {_ms(t)}" for k, t in rest)
         words.append((True, text + "."))
@@ -277,7 +336,8 @@ def _sentences(v, doc, link_gbps):
 
 
 def predict_at_double(docs):
-    """The model's weak-scaling efficiency at twice the largest measured node count."""
+    """The model's scaling efficiency at twice the largest measured node count (weak: the same step as
+    the baseline is ideal; strong: the baseline's step x base p / p, with compute shrinking alike)."""
     multi = [d for d in docs if d["config"]["processes"] > 1]
     if not docs or not multi:
         return None
@@ -303,10 +363,14 @@ def predict_at_double(docs):
     base_step = measured_step(base)
     if t_ar is None or not base_step:
         return None
-    step = big["phases"]["compute"]["median"] + big["phases"]["update"]["median"] + t_ar
+    # strong scaling: each rank's share of the batch, and so its compute, halves again
+    compute = big["phases"]["compute"]["median"] * (big["config"]["processes"] / p if strong(big) else 1.0)
+    step = compute + big["phases"]["update"]["median"] + t_ar
+    ideal = base_step * (base["config"]["processes"] / p if strong(big) else 1.0)
     return {"nodes": 2 * nodes, "processes": p, "predicted_allreduce": t_ar, "predicted_step": step,
-            "baseline_step": base_step, "efficiency": base_step / step, "link": link,
-            "bandwidth": bw, "latency": lat, "model": MODEL}
+            "baseline_step": base_step, "ideal_step": ideal, "efficiency": ideal / step, "link": link,
+            "bandwidth": bw, "latency": lat, "scaling": "strong" if strong(big) else "weak",
+            "model": MODEL}
 
 
 def assess(report, link_gbps=None):
@@ -319,9 +383,9 @@ def assess(report, link_gbps=None):
         if v["processes"] > 1:
             headline.append(v["headline"])
     if pred:
-        headline.append("Predicted weak-scaling efficiency at {} nodes ({} processes): {:.0f}% (allreduce "
+        headline.append("Predicted {}-scaling efficiency at {} nodes ({} processes): {:.0f}% (allreduce "
                         "{} per step over the {} link).".format(
-                            pred["nodes"], pred["processes"], 100 * pred["efficiency"],
+                            pred["scaling"], pred["nodes"], pred["processes"], 100 * pred["efficiency"],
                             _ms(pred["predicted_allreduce"]), pred["link"]))
     return {"link_gbps": link_gbps, "model": MODEL, "model_tolerance": MODEL_TOLERANCE,
             "runs": runs, "prediction": pred, "headline": headline}

@@ -2,4 +2,6 @@
 
 from train.cli import main
 
-raise SystemExit(main())
+# Guarded: the image decoders (multiprocessing, spawn) import this module as __mp_main__.
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -24,11 +24,12 @@ def run(args) -> dict | None:
     r = Runner(args)
     rank, size = r.rank, r.size
     log(rank, f"{args.model} on {size} process(es), {args.communicator} communicator, "
-        f"batch {args.batchsize}/process, {args.iterations} iterations x 2 passes")
+        f"batch {args.batchsize}/process ({args.scaling} scaling), {args.iterations} iterations x 2 passes")
     r.setup()
     log(rank, f"gradient: {r.grad_bytes} bytes in {r.grad_arrays} arrays; warm-up {args.warmup} iterations")
     r.warmup()
     before = r.evaluate()
+    validation = {"before": r.validate()} if args.validation else None
 
     # Alternate plain and instrumented chunks: both passes see the same drift.
     chunks = chunk_sizes(args.iterations, args.rounds)
@@ -50,11 +51,27 @@ def run(args) -> dict | None:
         r.read_own_duration()
     r.sync()
     after = r.evaluate()
+    if validation is not None:
+        validation.update(after=r.validate(), samples=args.validation,
+                          per_rank=r.mpi.allgather(len(r.batches.validation)),
+                          evaluator="chainermn.create_multi_node_evaluator over chainer's Evaluator: each "
+                                    "rank evaluates its shard of the held-out samples, the figures are the "
+                                    "mean over ranks; after the warm-up and after the timed passes")
+    # One more iteration, untimed, through the same reduction: is it the ranks' mean?
+    grads = correctness.check_gradients(r)
+    if not grads["averaged"]:
+        raise BenchmarkError(correctness.gradient_failure_message(grads))
     correct = correctness.check(r)
+    correct["gradients"] = grads
     if not correct["agree"]:
         raise BenchmarkError(correctness.failure_message(correct))
-    log(rank, f"parameters agree on every rank (largest difference {correct['relative_diff']:.2g} of the "
-        "largest parameter); measuring raw allreduce and point-to-point bandwidth")
+    log(rank, f"the reduced gradient is the ranks' mean (largest difference {grads['relative_error']:.2g} of "
+        f"its largest element) and the parameters agree on every rank (largest difference "
+        f"{correct['relative_diff']:.2g} of the largest parameter); measuring raw allreduce and "
+        "point-to-point bandwidth")
+    if not grads["distinguishes"]:
+        log(rank, "warning: every rank computed the same local gradient (the same data on every rank), so "
+            "the gradient check could not tell a missing reduction")
 
     allreduce_bytes = r.grad_bytes
     if args.allreduce_dtype:
@@ -68,12 +85,14 @@ def run(args) -> dict | None:
         # small messages: the latency a ring or recursive-doubling allreduce pays per step
         "p2p_latency": ceilings.p2p(r, 8 if args.p2p_bytes else 0, max(20, args.p2p_iters)),
         "correctness": correct,
-        "learning": {"before": before, "after": after,
+        "learning": {"before": before, "after": after, "validation": validation,
                      "note": "loss and accuracy on each rank's next batch (mean over ranks, eval mode), "
                              "after the warm-up and after the timed passes"},
         "ranks": r.mpi.gather(environment.rank_record(r), root=0),
+        "device_buffer_allreduce": environment.device_buffer_allreduce(r),
     }
     cost = r.instrumentation_cost()
+    r.batches.close()
 
     gathered = r.mpi.gather((stamps, loading, np.array(walls), cost, np.array(r.own_durations)), root=0)
     if rank != 0:

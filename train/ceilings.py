@@ -11,6 +11,7 @@ Every function here is collective: all ranks call it with the same arguments.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -18,8 +19,17 @@ import numpy as np
 from train import metrics
 
 MIN_REPS_AT_L = 10
-# Sizes above this get fewer repetitions (but never fewer than MIN_REPS_AT_L at L).
+MIN_REPS = 5  # any other size of the sweep
+# Each size is repeated until it has been timed this long (more repetitions of small, fast ones:
+# a median of 20 allreduces of 8 bytes is mostly scheduler noise), up to MAX_REPS.
+MIN_SECONDS = 0.05
+MAX_REPS = 1000
+# Sizes above 1 MiB get no more repetitions than this many bytes in all, unless MIN_SECONDS or
+# the floor (MIN_REPS, MIN_REPS_AT_L at L) asks for more.
 SWEEP_BYTE_BUDGET = 256 << 20
+REPETITION_RULE = (f"repetitions: --sweep-iters (fewer above 1 MiB: {SWEEP_BYTE_BUDGET >> 20} MiB in all per "
+                   f"size), raised until the size is timed for {MIN_SECONDS:g} s from one probe (at most "
+                   f"{MAX_REPS}), and never fewer than {MIN_REPS} ({MIN_REPS_AT_L} at exactly L)")
 
 
 def sweep_sizes(allreduce_bytes: int, top) -> list[int]:
@@ -34,29 +44,47 @@ def sweep_sizes(allreduce_bytes: int, top) -> list[int]:
     return sorted([*sizes, allreduce_bytes])
 
 
-def repetitions(nbytes: int, iters: int, at_l: bool) -> int:
-    reps = iters if nbytes <= (1 << 20) else max(2, min(iters, SWEEP_BYTE_BUDGET // nbytes))
-    return max(MIN_REPS_AT_L, reps) if at_l else reps
+def repetitions(nbytes: int, iters: int, at_l: bool, probe: float | None = None) -> int:
+    """How often to time an operation on ``nbytes``: a count target, a time minimum, a floor.
+
+    ``probe`` is the seconds one (warm) operation took on the slowest rank, the same on every
+    rank, so every rank arrives at the same count.
+    """
+    reps = iters if nbytes <= (1 << 20) else min(iters, SWEEP_BYTE_BUDGET // max(1, nbytes))
+    if probe and probe > 0:
+        reps = max(reps, min(MAX_REPS, math.ceil(MIN_SECONDS / probe)))
+    return max(MIN_REPS_AT_L if at_l else MIN_REPS, reps)
 
 
-def timed(r, op, reps: int, sync=None) -> np.ndarray:
+def timed(r, op, iters: int, nbytes: int, at_l: bool, sync=None) -> np.ndarray:
     """Seconds of each repetition of ``op``, slowest rank: barrier, op, device sync.
 
     That is how the instrumented loop times the gradient allreduce (barrier -> t2,
     multi_node_mean_grad and a device sync -> t3), so the two compare like for like.
+    One untimed operation first (connections, buffers, algorithm selection), then a
+    probe that sets the count (``repetitions``): one operation, or, where it is fast
+    enough for the time minimum to matter, the median of three, so that one lucky
+    probe does not ask a slow operation for a thousand repetitions.
     """
     MPI, mpi = r.MPI, r.mpi
-    op()  # connections, buffers, algorithm selection
-    if sync:
-        sync()
-    times = np.zeros(reps)
-    for i in range(reps):
+
+    def once() -> float:
         mpi.Barrier()
         t0 = time.perf_counter()
         op()
         if sync:
             sync()
-        times[i] = time.perf_counter() - t0
+        return time.perf_counter() - t0
+
+    once()
+    probe = np.array([once()])
+    mpi.Allreduce(MPI.IN_PLACE, probe, op=MPI.MAX)
+    if probe[0] * MIN_REPS < MIN_SECONDS:  # the same decision on every rank
+        more = np.array([once(), once()])
+        mpi.Allreduce(MPI.IN_PLACE, more, op=MPI.MAX)
+        probe = np.array([np.median([probe[0], *more])])
+    reps = repetitions(nbytes, iters, at_l, float(probe[0]))
+    times = np.array([once() for _ in range(reps)])
     mpi.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
     return times
 
@@ -84,8 +112,7 @@ def allreduce_sweep(r, sizes: list[int], iters: int, allreduce_bytes: int) -> li
     for size in sizes:
         buf = np.zeros(max(1, size // 4), dtype=np.float32)
         at_l = size == allreduce_bytes
-        times = timed(r, lambda b=buf: mpi.Allreduce(MPI.IN_PLACE, b, op=MPI.SUM),
-                      repetitions(size, iters, at_l))
+        times = timed(r, lambda b=buf: mpi.Allreduce(MPI.IN_PLACE, b, op=MPI.SUM), iters, buf.nbytes, at_l)
         rows.append({**row(r, "host-mpi", "packed", HOST_PACKED, buf.nbytes, buf.size, "float32", 1, times),
                      "at_L": at_l})
     return rows
@@ -117,7 +144,7 @@ def at_allreduce_size(r, args, sweep: list[dict], allreduce_bytes: int) -> dict:
             for b in bufs:
                 mpi.Allreduce(MPI.IN_PLACE, b, op=MPI.SUM)
 
-        times = timed(r, per_array, repetitions(allreduce_bytes, iters, True), sync)
+        times = timed(r, per_array, iters, allreduce_bytes, True, sync)
         n = sum(sizes)
         rows.append(row(r, path, "per-array", label, 4 * n, n, "float32", len(sizes), times))
         del bufs
@@ -125,8 +152,8 @@ def at_allreduce_size(r, args, sweep: list[dict], allreduce_bytes: int) -> dict:
         cupy = r.cuda.cupy
         n = r.grad_elements
         buf = cupy.zeros(n, dtype=cupy.float32)
-        times = timed(r, lambda: mpi.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM),
-                      repetitions(allreduce_bytes, iters, True), r.sync)
+        times = timed(r, lambda: mpi.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM), iters, allreduce_bytes, True,
+                      r.sync)
         rows.append(row(r, "device-mpi", "packed", DEVICE_PACKED, 4 * n, n, "float32", 1, times))
         del buf
     if r.cuda is not None and comm == "pure_nccl":
@@ -135,11 +162,38 @@ def at_allreduce_size(r, args, sweep: list[dict], allreduce_bytes: int) -> dict:
                  "flat": ("device-mpi", "packed"), "non_cuda_aware": ("host-mpi", "packed"),
                  "pure_nccl": ("nccl", "packed")}[comm]
     ref = next((i for i, x in enumerate(rows) if (x["path"], x["layout"]) == reference), None)
-    return {"bytes": allreduce_bytes, "rows": rows, "reference": ref,
-            "note": "each ceiling timed as the training loop times its allreduce: barrier, the "
-                    "operation, device sync; per repetition the slowest rank; time is the median. "
-                    "reference is the row the communicator's allreduce is compared with (one "
-                    "allreduce of L on the same path)"}
+    out = {"bytes": allreduce_bytes, "rows": rows, "reference": ref, "skipped": skipped_paths(r, comm),
+           "repetition_rule": REPETITION_RULE,
+           "note": "each ceiling timed as the training loop times its allreduce: barrier, the "
+                   "operation, device sync; per repetition the slowest rank; time is the median. "
+                   "reference is the row the communicator's allreduce is compared with (one "
+                   "allreduce of L on the same path)"}
+    if comm == "non_cuda_aware":
+        out["reference_caveat"] = NON_CUDA_AWARE_CAVEAT
+    return out
+
+
+NON_CUDA_AWARE_CAVEAT = ("non_cuda_aware reduces within a node with NCCL and across nodes with host MPI "
+                         "among one rank per node (device -> host copies between); the reference is one "
+                         "host MPI_Allreduce of L over all ranks, the same bytes on host MPI but not the "
+                         "same steps")
+
+
+def skipped_paths(r, comm: str) -> list[dict]:
+    """The ceiling paths not measured in this run, each with the reason (the report states them)."""
+    out = []
+    if r.cuda is None:
+        out.append({"path": "device-mpi", "reason": f"no --gpu: the {comm} communicator reduces host (numpy) "
+                                                    "buffers, so a device-buffer ceiling is not its path"})
+        out.append({"path": "nccl", "reason": "no --gpu: NCCL reduces device memory only"})
+        return out
+    if comm not in ("naive", "flat"):
+        out.append({"path": "device-mpi", "reason": f"the {comm} communicator does not hand device buffers "
+                                                    "to MPI"})
+    if comm != "pure_nccl":
+        out.append({"path": "nccl", "reason": f"the {comm} communicator's allreduce is not one NCCL "
+                                              "allreduce of L"})
+    return out
 
 
 def nccl_row(r, args, allreduce_bytes: int) -> dict:
@@ -158,7 +212,7 @@ def nccl_row(r, args, allreduce_bytes: int) -> dict:
     def op():
         r.comm.nccl_comm.allReduce(a.data.ptr, b.data.ptr, n, type_id, nccl.NCCL_SUM, stream.ptr)
 
-    times = timed(r, op, repetitions(allreduce_bytes, args.sweep_iters, True), stream.synchronize)
+    times = timed(r, op, args.sweep_iters, allreduce_bytes, True, stream.synchronize)
     return row(r, "nccl", "packed", NCCL_PACKED, n * dtype.itemsize, n, dtype.name, 1, times)
 
 

@@ -48,8 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="ChainerMN data-parallel training benchmark (run under mpiexec).",
     )
     p.add_argument("--model", "-m", choices=MODELS, default="mlp", help="network to train (default: mlp)")
-    p.add_argument("--batchsize", "-b", type=int, help="samples per process per iteration "
+    p.add_argument("--batchsize", "-b", type=int, help="samples per process per iteration, weak scaling "
                    "(default: 100 for mlp, 32 for resnet50)")
+    p.add_argument("--global-batchsize", type=int,
+                   help="samples per iteration over all processes, strong scaling: each of p processes "
+                   "takes global/p (a multiple of p)")
     p.add_argument("--unit", "-u", type=int, default=1000, help="hidden units of the MLP (default: 1000)")
     p.add_argument("--communicator", choices=COMMUNICATORS,
                    help="ChainerMN communicator (default: pure_nccl with --gpu, naive without)")
@@ -61,7 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="alternate plain and instrumented chunks this many times "
                    "(default: chunks of 5 iterations, so a burst of load hits both alike)")
     p.add_argument("--data", default="synthetic",
-                   help="'synthetic', or an MNIST IDX file/directory, an .npz, or a 'path label' list file")
+                   help="'synthetic', or an MNIST IDX file/directory, an .npz, a 'path label' list file, or "
+                   "an ImageNet-style class-folder directory (<dir>/<class>/<image>)")
+    p.add_argument("--validation", type=int, default=0,
+                   help="hold out this many samples of --data and evaluate them after the warm-up and after "
+                   "the timed passes through ChainerMN's multi-node evaluator (default: 0, none)")
+    p.add_argument("--loaders", type=int,
+                   help="worker processes per rank that decode images (list file, class folders) ahead of "
+                   "the loop (default: 2; 0 decodes in the loop)")
     p.add_argument("--root", help="directory the list file's image paths are relative to "
                    "(default: the list file's directory)")
     p.add_argument("--insize", type=int, default=224,
@@ -112,12 +122,30 @@ def resolve(args: argparse.Namespace) -> str | None:
     """Fill defaults that depend on other flags; return a problem or None."""
     if args.communicator is None:
         args.communicator = "pure_nccl" if args.gpu else "naive"
+    args.scaling = "weak"
+    if args.global_batchsize is not None:
+        if args.batchsize is not None:
+            return ("--batchsize (per process, weak scaling) and --global-batchsize (over all processes, "
+                    "strong scaling) exclude each other")
+        size = _size()
+        if args.global_batchsize < size or args.global_batchsize % size:
+            return (f"--global-batchsize {args.global_batchsize} is not a multiple of the {size} processes "
+                    "(each takes the same share)")
+        args.scaling, args.batchsize = "strong", args.global_batchsize // size
     if args.batchsize is None:
         args.batchsize = DEFAULT_BATCHSIZE[args.model]
     if args.classes is None:
         args.classes = 10 if args.model == "mlp" else 1000
     if args.rounds is None:
         args.rounds = max(1, args.iterations // 5)
+    if args.loaders is None:
+        args.loaders = 2
+    if args.loaders < 0:
+        return "--loaders must be 0 or more"
+    if args.validation < 0:
+        return "--validation must be 0 or more"
+    if args.validation and args.data == "synthetic":
+        return "--validation needs --data: synthetic data has no samples to hold out"
     positive = ("batchsize", "unit", "iterations", "insize", "classes", "rounds", "sweep_iters", "p2p_iters")
     for name in positive:
         if getattr(args, name) < 1:
@@ -141,6 +169,14 @@ def resolve(args: argparse.Namespace) -> str | None:
     if args.gpu:
         return gpu_problem(args.communicator)
     return None
+
+
+def _size() -> int:
+    """The job's process count from the launcher's environment, before MPI starts (1 without one)."""
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 1
 
 
 def _rank() -> int:

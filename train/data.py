@@ -11,6 +11,13 @@ a seeded permutation), so no rank needs another rank's data. Formats:
 * A list file, one ``relative/path.jpg label`` per line, paths relative to the
   list file's directory (or ``--root``); images are resized (shorter side) and
   centre-cropped to the model's input size.
+* An ImageNet-style class-folder directory (``train/<class>/<image>``): the
+  classes in sorted order are labels 0, 1, ...; images as for a list file.
+
+Images are decoded by ``--loaders`` worker processes (spawned, so they hold no
+MPI state), a batch or two ahead of the one the loop takes: the decoding
+overlaps training instead of sitting in the timed loop, and what is left of it
+shows as data loading (the wait for the next batch).
 
 ``check_data_path`` runs before MPI starts and only touches the file system,
 so a bad path fails every rank at once with the same message.
@@ -78,9 +85,18 @@ def _idx_pair(path: str) -> tuple[str, str]:
     return path, labels
 
 
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".webp")
+
+
+def _is_mnist_dir(path: str) -> bool:
+    return any(os.path.exists(os.path.join(path, name + sfx)) for name in MNIST_NAMES for sfx in ("", ".gz"))
+
+
 def detect_format(path: str) -> str:
-    """'mnist-idx', 'npz' or 'list' for an existing data path."""
+    """'mnist-idx', 'npz', 'folder' or 'list' for an existing data path."""
     if os.path.isdir(path):
+        if not _is_mnist_dir(path) and any(e.is_dir() for e in os.scandir(path)):
+            return "folder"
         return "mnist-idx"
     if path.endswith(".npz"):
         return "npz"
@@ -111,6 +127,23 @@ def read_list(path: str) -> list[tuple[str, int]]:
     return entries
 
 
+def read_folder(path: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """(entries, classes) of a class-folder directory: every image under ``path/<class>/``,
+    the class's index in sorted order as its label."""
+    classes = sorted(e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith("."))
+    entries = []
+    for label, cls in enumerate(classes):
+        for dirpath, dirnames, files in os.walk(os.path.join(path, cls)):
+            dirnames.sort()
+            rel = os.path.relpath(dirpath, path)
+            entries += [(os.path.join(rel, f), label) for f in sorted(files)
+                        if f.lower().endswith(IMAGE_SUFFIXES)]
+    if not entries:
+        raise DataError(f"{path}: no images ({', '.join(IMAGE_SUFFIXES)}) in its class directories "
+                        f"({', '.join(classes[:5]) or 'none'})")
+    return entries, classes
+
+
 def check_data_path(path: str, root: str | None = None) -> None:
     """Raise DataError if ``path`` cannot be a data set; reads headers only."""
     if not os.path.exists(path):
@@ -118,6 +151,8 @@ def check_data_path(path: str, root: str | None = None) -> None:
     fmt = detect_format(path)
     if fmt == "mnist-idx":
         _idx_pair(path)
+    elif fmt == "folder":
+        read_folder(path)
     elif fmt == "list":
         entries = read_list(path)
         base = root or os.path.dirname(os.path.abspath(path))
@@ -173,15 +208,40 @@ class ArrayDataset:
         return self.x[idx], self.y[idx]
 
 
+def decode_image(path: str, insize: int) -> np.ndarray:
+    """One image as float32 CHW in [0, 1]: shorter side resized to ``insize``, centre-cropped."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        w, h = im.size
+        scale = insize / min(w, h)
+        im = im.resize((max(insize, round(w * scale)), max(insize, round(h * scale))), Image.BILINEAR)
+        w, h = im.size
+        left, top = (w - insize) // 2, (h - insize) // 2
+        im = im.crop((left, top, left + insize, top + insize))
+        arr = np.asarray(im, dtype=np.float32) / 255.0
+    return arr.transpose(2, 0, 1)
+
+
+def _decode(job: tuple[str, int]) -> np.ndarray:
+    return decode_image(*job)
+
+
 class ImageListDataset:
-    """ImageNet-style list file; images are decoded batch by batch."""
+    """ImageNet-style list file or class-folder directory; images are decoded batch by batch."""
 
     def __init__(self, path: str, root: str | None, insize: int, model: str):
-        self.entries = read_list(path)
-        self.root = root or os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            self.entries, self.classes = read_folder(path)
+            self.root = path
+            self.format = "folder"
+        else:
+            self.entries, self.classes = read_list(path), None
+            self.root = root or os.path.dirname(os.path.abspath(path))
+            self.format = "list"
         self.insize = insize
         self.model = model
-        self.format = "list"
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -196,26 +256,20 @@ class ImageListDataset:
         return max(label for _, label in self.entries)
 
     def load_image(self, rel: str) -> np.ndarray:
-        from PIL import Image
+        return decode_image(os.path.join(self.root, rel), self.insize)
 
-        with Image.open(os.path.join(self.root, rel)) as im:
-            im = im.convert("RGB")
-            w, h = im.size
-            scale = self.insize / min(w, h)
-            im = im.resize((max(self.insize, round(w * scale)), max(self.insize, round(h * scale))),
-                           Image.BILINEAR)
-            w, h = im.size
-            left, top = (w - self.insize) // 2, (h - self.insize) // 2
-            im = im.crop((left, top, left + self.insize, top + self.insize))
-            arr = np.asarray(im, dtype=np.float32) / 255.0
-        return arr.transpose(2, 0, 1)
+    def jobs(self, idx: np.ndarray) -> list[tuple[str, int]]:
+        return [(os.path.join(self.root, self.entries[i][0]), self.insize) for i in idx]
 
-    def get(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        xs = np.stack([self.load_image(self.entries[i][0]) for i in idx])
+    def assemble(self, images: list[np.ndarray], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xs = np.stack(images)
         ys = np.array([self.entries[i][1] for i in idx], dtype=np.int32)
         if self.model == "mlp":
             xs = xs.reshape(len(xs), -1)
         return xs, ys
+
+    def get(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.assemble([_decode(job) for job in self.jobs(idx)], idx)
 
 
 def load_dataset(path: str, model: str, insize: int, root: str | None = None):
@@ -253,24 +307,67 @@ class SyntheticDataset:
 
 
 class Batches:
-    """Endless batches from this rank's shard of a data set."""
+    """Endless batches from this rank's shard of a data set.
 
-    def __init__(self, dataset, batchsize: int, rank: int, size: int, seed: int):
+    With ``workers`` (image data only) a pool of spawned processes decodes the next
+    ``PREFETCH`` batches while the current one trains.
+    """
+
+    PREFETCH = 2
+
+    def __init__(self, dataset, batchsize: int, rank: int, size: int, seed: int, workers: int = 0,
+                 holdout: int = 0):
         self.dataset = dataset
         self.batchsize = batchsize
+        self.pool = None
+        self.workers = 0  # decoding processes in use
+        self.validation = None  # this rank's shard of the held-out samples
         if isinstance(dataset, SyntheticDataset):
             self.shard = None
             return
         perm = np.random.default_rng(seed).permutation(len(dataset))
+        if holdout:
+            if holdout < size or len(dataset) - holdout < size:
+                raise DataError(f"--validation {holdout} of {len(dataset)} samples leaves {size} processes "
+                                "without a validation or a training shard each")
+            self.validation, perm = perm[:holdout][rank::size], perm[holdout:]
         self.shard = perm[rank::size]
         if len(self.shard) == 0:
             raise DataError(f"{len(dataset)} samples cannot give each of {size} processes a shard")
         self.pos = 0
+        if workers > 0 and hasattr(dataset, "jobs"):
+            import multiprocessing
+
+            # spawned, not forked: a fork of an MPI process may take its connections along
+            self.pool = multiprocessing.get_context("spawn").Pool(workers)
+            self.workers = workers
+            self.pending = []
+            for _ in range(self.PREFETCH):
+                self._submit()
+
+    def _indices(self) -> np.ndarray:
+        n = len(self.shard)
+        idx = self.shard[np.arange(self.pos, self.pos + self.batchsize) % n]
+        self.pos = (self.pos + self.batchsize) % n
+        return idx
+
+    def _submit(self) -> None:
+        idx = self._indices()
+        jobs = self.dataset.jobs(idx)
+        chunk = max(1, len(jobs) // (4 * self.workers))
+        self.pending.append((idx, self.pool.map_async(_decode, jobs, chunksize=chunk)))
 
     def next(self) -> tuple[np.ndarray, np.ndarray]:
         if self.shard is None:
             return self.dataset.x, self.dataset.y
-        n = len(self.shard)
-        idx = self.shard[np.arange(self.pos, self.pos + self.batchsize) % n]
-        self.pos = (self.pos + self.batchsize) % n
-        return self.dataset.get(idx)
+        if self.pool is None:
+            return self.dataset.get(self._indices())
+        idx, result = self.pending.pop(0)
+        self._submit()
+        return self.dataset.assemble(result.get(), idx)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None

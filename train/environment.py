@@ -254,6 +254,90 @@ def nccl_debug_read() -> dict | None:
     return parse_nccl_info(text)
 
 
+# -- network interfaces ------------------------------------------------------------------
+SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
+
+
+def interfaces() -> list[dict]:
+    """This node's interfaces with an IPv4 address: name, address, prefix, operstate, speed in Mb/s
+    (sysfs; None for virtual links, which report none)."""
+    import fcntl
+    import ipaddress
+    import socket
+    import struct
+
+    out = []
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return out
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for name in names:
+            req = struct.pack("256s", name[:15].encode())
+            try:
+                addr = socket.inet_ntoa(fcntl.ioctl(s.fileno(), SIOCGIFADDR, req)[20:24])
+                mask = socket.inet_ntoa(fcntl.ioctl(s.fileno(), SIOCGIFNETMASK, req)[20:24])
+            except OSError:  # no IPv4 address
+                continue
+            speed = _read(f"/sys/class/net/{name}/speed")
+            out.append({"name": name, "address": addr,
+                        "prefix": ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen,
+                        "operstate": _read(f"/sys/class/net/{name}/operstate"),
+                        "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0
+                        else None})
+    return out
+
+
+# Open MPI's default btl_tcp_if_exclude (4.x and 5.x): loopback and PPP links.
+OMPI_DEFAULT_EXCLUDE = "127.0.0.1/8,sppp"
+
+
+def _matches(iface: dict, entries: str) -> bool:
+    import ipaddress
+
+    for entry in (e.strip() for e in entries.split(",")):
+        if not entry:
+            continue
+        if "/" in entry:
+            try:
+                if ipaddress.IPv4Address(iface["address"]) in ipaddress.IPv4Network(entry, strict=False):
+                    return True
+            except ValueError:
+                continue
+        elif iface["name"] == entry:
+            return True
+    return False
+
+
+def tcp_interfaces(ifaces: list[dict], include: str | None, exclude: str | None) -> list[dict]:
+    """The interfaces Open MPI's TCP transport uses on a node, given btl_tcp_if_include / _exclude
+    (interface names or CIDR subnets, as ompi_info resolves them): the included ones, else every
+    one that is not excluded."""
+    if include:
+        return [i for i in ifaces if _matches(i, include)]
+    return [i for i in ifaces if not _matches(i, exclude or OMPI_DEFAULT_EXCLUDE)]
+
+
+def mpi_tcp_interfaces(ranks: list[dict], pinning: dict | None) -> dict:
+    """Per host, the interfaces Open MPI's TCP transport uses (when TCP carries the traffic)."""
+    pinning = pinning or {}
+    # ompi_info (rank 0, before MPI_Init) resolved both from the MCA files and the environment;
+    # without it, what the ranks were told
+    include = pinning.get("btl_tcp_if_include") or os.environ.get(TRANSPORT_VARS[2])
+    exclude = pinning.get("btl_tcp_if_exclude") or os.environ.get(TRANSPORT_VARS[3])
+    hosts: dict[str, list[dict]] = {}
+    for rec in ranks:
+        if rec["host"] not in hosts and rec.get("interfaces") is not None:
+            hosts[rec["host"]] = [{k: i[k] for k in ("name", "address", "prefix", "speed_mbps")}
+                                  for i in tcp_interfaces(rec["interfaces"], include, exclude)]
+    rule = f"btl_tcp_if_include={include}" if include else \
+        f"btl_tcp_if_exclude={exclude or OMPI_DEFAULT_EXCLUDE}" + ("" if exclude else " (Open MPI's default)")
+    return {"rule": rule, "hosts": hosts,
+            "note": "the interfaces with an IPv4 address that the rule selects on each host; Open MPI's TCP "
+                    "transport stripes over all of them when it carries the traffic (not with a UCX or "
+                    "InfiniBand pml/btl)"}
+
+
 # -- after ---------------------------------------------------------------------------
 def rank_record(r) -> dict:
     """This rank's host, CPUs and device (every rank; gathered by the caller)."""
@@ -263,6 +347,10 @@ def rank_record(r) -> dict:
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         **cpus,
         "yield_when_idle": (BEFORE_MPI.get("yield_when_idle") or {}).get("value"),
+        # One kernel, one machine: containers (the sandbox's nodes) on one host share it, and
+        # with it the host's cores, which no cpuset inside them shows.
+        "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+        "interfaces": interfaces(),
         "gpu": None,
         "nccl": nccl_debug_read(),
     }
@@ -274,6 +362,36 @@ def rank_record(r) -> dict:
                       "pci_bus_id": "{:04x}:{:02x}:{:02x}.0".format(
                           props.get("pciDomainID", 0), props.get("pciBusID", 0), props.get("pciDeviceID", 0))}
     return rec
+
+
+def device_buffer_allreduce(r) -> dict | None:
+    """Collective, GPU runs only: does MPI reduce a device (CuPy) buffer correctly?
+
+    What ``ompi_info`` says the library was built with is not what a job gets (a UCX or
+    transport without CUDA support); one small MPI_Allreduce of a device buffer says it.
+    Handed a device pointer, an MPI without CUDA support may crash the process, so it is
+    tried only where ompi_info says CUDA support is built in, or where the communicator
+    (naive, flat on GPUs) has just handed MPI device buffers itself.
+    """
+    if r.cuda is None:
+        return None
+    built = r.mpi.bcast((BEFORE_MPI.get("cuda_aware_mpi") or {}).get("built_with_cuda_support"), root=0)
+    if built is not True and r.args.communicator not in ("naive", "flat"):
+        return {"tried": False, "works": None,
+                "reason": f"ompi_info says built_with_cuda_support={built}; a device pointer handed to MPI "
+                          "could crash the run"}
+    cupy = r.cuda.cupy
+    buf = cupy.full(16, r.rank + 1, dtype=cupy.float32)
+    try:
+        r.mpi.Allreduce(r.MPI.IN_PLACE, buf, op=r.MPI.SUM)
+        r.sync()
+        ok, error = bool((buf.get() == r.size * (r.size + 1) / 2).all()), None
+    except Exception as e:  # mpi4py refuses the buffer, or MPI returns an error
+        ok, error = False, f"{type(e).__name__}: {e}"
+    results = r.mpi.allgather((ok, error))
+    return {"tried": True, "works": all(x[0] for x in results),
+            "errors": sorted({x[1] for x in results if x[1]}),
+            "note": "one MPI_Allreduce (SUM) of a 16-element CuPy buffer, checked on every rank"}
 
 
 def oversubscribed_hosts(ranks: list[dict]) -> list[dict]:
@@ -289,6 +407,31 @@ def oversubscribed_hosts(ranks: list[dict]) -> list[dict]:
         usable = min([rec["usable_cpus"] for rec in recs] + ([len(affinity)] if affinity else []))
         if len(recs) > usable:
             out.append({"host": host, "ranks": len(recs), "usable_cpus": usable})
+    return out
+
+
+def shared_machines(ranks: list[dict]) -> list[dict]:
+    """Machines (one kernel boot id) that run several of the run's nodes, with ranks and CPUs.
+
+    ``oversubscribed`` is true when the ranks on the machine outnumber the CPUs they can run on
+    (the union of their affinities, which containers report in the machine's numbering), the
+    sandbox's case: 3 containers x 2 ranks on a 2-core host look fine node by node.
+    """
+    by_boot: dict[str, list[dict]] = {}
+    for rec in ranks:
+        if rec.get("boot_id"):
+            by_boot.setdefault(rec["boot_id"], []).append(rec)
+    out = []
+    for boot, recs in by_boot.items():
+        hosts = sorted({rec["host"] for rec in recs})
+        if len(hosts) < 2:
+            continue
+        affinity = set()
+        for rec in recs:
+            affinity.update(rec.get("affinity") or [])
+        usable = len(affinity) if affinity else max(rec["usable_cpus"] for rec in recs)
+        out.append({"boot_id": boot, "hosts": hosts, "ranks": len(recs), "usable_cpus": usable,
+                    "oversubscribed": len(recs) > usable})
     return out
 
 
@@ -318,9 +461,11 @@ def environment(r, ranks: list[dict]) -> dict:
         "processes_per_node": counts,
         "ranks": ranks,
         "oversubscribed": oversubscribed_hosts(ranks),
+        "shared_machines": shared_machines(ranks),
         "mpi_yield_when_idle": BEFORE_MPI.get("yield_when_idle"),
         "transport": {k: os.environ.get(k) for k in TRANSPORT_VARS},
         "network_pinning": BEFORE_MPI.get("network_pinning"),
+        "mpi_tcp_interfaces": mpi_tcp_interfaces(ranks, BEFORE_MPI.get("network_pinning")),
         "transport_note": "as the ranks were told (mpiexec --mca, -x); unset: Open MPI's TCP transport "
                           "uses every interface that is up, NCCL picks its own",
         "device": "cpu",

@@ -50,6 +50,10 @@ class Runner:
         self.mpi = self.comm.mpi_comm
         self.rank, self.size = self.comm.rank, self.comm.size
         self.hosts = self.mpi.allgather(MPI.Get_processor_name())
+        if args.scaling == "strong" and args.batchsize * self.size != args.global_batchsize:
+            # the launcher's environment named another process count than MPI has
+            raise BenchmarkError(f"--global-batchsize {args.global_batchsize} is not {self.size} processes x "
+                                 f"{args.batchsize}")
         self.cuda = None
         if args.gpu:
             from chainer.backends import cuda
@@ -90,7 +94,8 @@ class Runner:
             if dataset.max_label >= a.classes:
                 raise BenchmarkError(f"{a.data}: label {dataset.max_label} needs --classes above {a.classes}")
         self.dataset = dataset
-        self.batches = data.Batches(dataset, a.batchsize, self.rank, self.size, a.seed)
+        self.batches = data.Batches(dataset, a.batchsize, self.rank, self.size, a.seed, workers=a.loaders,
+                                    holdout=a.validation)
         model = models.build(a.model, dataset.sample_shape, a.classes, a.unit)
         if self.cuda is not None:
             model.to_gpu(self.device)
@@ -203,6 +208,25 @@ class Runner:
         self.mpi.Allreduce(self.MPI.IN_PLACE, mine, op=self.MPI.SUM)
         mine /= self.size
         return {"loss": float(mine[0]), "accuracy": None if np.isnan(mine[1]) else float(mine[1])}
+
+    def validate(self) -> dict:
+        """Loss and accuracy over the held-out samples through ChainerMN's multi-node evaluator
+        (collective): each rank evaluates its shard, the result is the mean over ranks."""
+        from chainer.training import extensions
+
+        if getattr(self, "_validation_set", None) is None:
+            x, y = self.dataset.get(self.batches.validation)  # decoded once, outside any timing
+            self._validation_set = self.chainer.datasets.TupleDataset(x, y)
+        it = self.chainer.iterators.SerialIterator(self._validation_set, self.args.batchsize, repeat=False,
+                                                   shuffle=False)
+        device = self.device if self.cuda is not None else None
+        evaluator = extensions.Evaluator(it, self.model, device=device)
+        evaluator = self.chainermn.create_multi_node_evaluator(evaluator, self.comm)
+        result = evaluator()  # outside a trainer: no name prefix
+        out = {"loss": float(result["main/loss"])}
+        acc = result.get("main/accuracy")
+        out["accuracy"] = None if acc is None else float(acc)
+        return out
 
     def instrumentation_cost(self, n: int = 100) -> tuple[float, float]:
         """Median seconds of one idle barrier and of the three device syncs the timing adds.

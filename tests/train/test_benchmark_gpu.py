@@ -31,7 +31,11 @@ def test_pure_nccl_ceiling_is_nccl_at_L(tmp_path, processes):
     nccl = rows["nccl", "packed"]
     assert nccl["bytes"] == doc["allreduce"]["bytes"] and nccl["repetitions"] >= 10
     assert doc["allreduce"]["ceiling"]["path"] == "nccl"
-    assert doc["correctness"]["agree"] is True
+    assert doc["correctness"]["agree"] is True and doc["correctness"]["gradients"]["averaged"] is True
+    assert {x["path"] for x in doc["ceilings"]["skipped"]} == {"device-mpi"}
+    device = doc["environment"]["cuda_aware_mpi"]["device_buffer_allreduce"]
+    # tried where ompi_info says CUDA support is built in, else skipped with the reason
+    assert (device["works"] is True) if device["tried"] else device["reason"].startswith("ompi_info says")
     env = doc["environment"]
     assert env["nccl_version"] and env["cudnn_enabled"] in (True, False)
     assert all(g["name"] and g["pci_bus_id"] for g in env["gpus"])
@@ -46,7 +50,12 @@ def test_double_buffering_never_derives_busbw_from_the_exposed_wait(tmp_path, pr
     assert ar["exposed_only"] is True and ar["busbw"] is None and ar["algbw"] is None
     assert ov["allreduce_own"]["median"] > 0  # CUDA events on the reduction's stream
     assert ov["hidden"] >= 0
+    # what stands in for busbw: the reduction's own duration on its stream
+    assert ar["own_duration"] == ov["allreduce_own"]["median"] > 0
+    assert (ar["busbw_own_duration"] is None) == (processes == 1)  # no busbw at p = 1
     assert doc["correctness"]["agree"] is True
+    g = doc["correctness"]["gradients"]
+    assert g["averaged"] is True and g["source"] == "the double-buffering optimizer's second copy"
 
 
 def test_fp16_allreduce_reduces_half_the_bytes(tmp_path, processes):
@@ -56,3 +65,5 @@ def test_fp16_allreduce_reduces_half_the_bytes(tmp_path, processes):
     nccl = next(r for r in doc["ceilings"]["rows"] if r["path"] == "nccl")
     assert (nccl["dtype"], nccl["bytes"]) == ("float16", doc["allreduce"]["bytes"])
     assert doc["correctness"]["agree"] is True
+    g = doc["correctness"]["gradients"]
+    assert g["averaged"] is True and (g["allreduce_dtype"], g["tolerance"]) == ("float16", 2e-2)

@@ -35,6 +35,7 @@ def test_document_says_what_ran(two_ranks):
     cfg = doc["config"]
     assert (cfg["model"], cfg["processes"], cfg["batchsize"], cfg["iterations"]) == ("mlp", 2, 32, 20)
     assert (cfg["communicator"], cfg["gpu"], cfg["data"]) == ("naive", False, "synthetic")
+    assert (cfg["scaling"], cfg["global_batchsize"]) == ("weak", 64)
     env = doc["environment"]
     assert env["chainer"] == "7.8.1"
     assert len(env["hosts"]) == 2 and env["nodes"] == 1
@@ -88,6 +89,9 @@ def test_raw_allreduce_sweep_holds_exactly_L_with_ten_repetitions(two_ranks):
     assert all(b == 2 * a for a, b in itertools.pairwise(sizes[:-1])) and sizes[-2] < L
     (at_l,) = [r for r in sweep if r["at_L"]]
     assert at_l["bytes"] == L and at_l["repetitions"] >= 10  # QUICK asks for 3 per size
+    # no size rests on a median of 2 or 3: at least 5 repetitions each (more for fast ones)
+    assert all(r["repetitions"] >= 5 for r in sweep)
+    assert "never fewer than 5 (10 at exactly L)" in doc["ceilings"]["repetition_rule"]
     for r in sweep:
         assert (r["path"], r["layout"], r["dtype"]) == ("host-mpi", "packed", "float32")
         s = r["spread"]
@@ -113,6 +117,10 @@ def test_ceilings_at_L_are_labelled_with_their_path(two_ranks):
     assert ar["busbw_percent_of_ceiling"] == pytest.approx(100 * ar["busbw"] / packed["busbw"])
     assert ar["per_array_cost"] == pytest.approx(per_array["time"] - packed["time"])
     assert ar["exposed_only"] is False
+    # the GPU paths were not measured on the CPU, and the document says why
+    skipped = {x["path"]: x["reason"] for x in ceil["skipped"]}
+    assert set(skipped) == {"device-mpi", "nccl"}
+    assert all(reason.startswith("no --gpu") for reason in skipped.values())
 
 
 def test_p2p_pair_on_one_node(two_ranks):
@@ -206,6 +214,19 @@ def test_real_mnist_and_image_list_data(tmp_path):
     assert doc["config"]["data_format"] == "list"
     assert doc["gradient"]["bytes"] == mlp_param_bytes(3 * 12 * 12, 100, 10)
 
+    # ImageNet's class folders, decoded by two worker processes per rank ahead of the loop
+    for i in range(9):
+        cls = tmp_path / "folders" / f"n0{i % 3}"
+        cls.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (16 + i, 14), (0, 25 * i, 0)).save(cls / f"{i}.JPEG", "JPEG")
+    doc = run_ok([*QUICK, "--data", str(tmp_path / "folders"), "--insize", "8", "--batchsize", "4",
+                  "--loaders", "2"], tmp_path / "folders.json")
+    cfg = doc["config"]
+    assert (cfg["data_format"], cfg["data_samples"], cfg["data_classes"]) == ("folder", 9, 3)
+    assert cfg["loaders"] == 2
+    assert cfg["insize"] == 8 and doc["gradient"]["bytes"] == mlp_param_bytes(3 * 8 * 8, 100, 10)
+    assert doc["correctness"]["gradients"]["averaged"] is True
+
 
 BAD = [
     (["--model", "vgg16"], "argument --model/-m: invalid choice: 'vgg16'"),
@@ -218,6 +239,9 @@ BAD = [
     (["--double-buffering"], "--double-buffering needs --communicator pure_nccl"),
     (["--data", "/no/such/mnist.npz"], "data path /no/such/mnist.npz does not exist"),
     (["--warmup", "1"], "--warmup must be at least 2"),
+    (["--validation", "10"], "--validation needs --data: synthetic data has no samples to hold out"),
+    (["--global-batchsize", "64"], "--batchsize (per process, weak scaling) and --global-batchsize (over all "
+                                   "processes, strong scaling) exclude each other"),
 ]
 
 
@@ -231,6 +255,46 @@ def test_bad_input_fails_every_rank_before_running(tmp_path, args, message):
     assert message in proc.stderr, proc.stderr
     assert "train: mlp on" not in proc.stdout  # nothing started
     assert not out.exists()
+
+
+def _without_batchsize(args: list[str]) -> list[str]:
+    i = args.index("--batchsize")
+    return args[:i] + args[i + 2:]
+
+
+def test_strong_scaling_splits_the_global_batch(tmp_path):
+    doc = run_ok([*_without_batchsize(QUICK), "--global-batchsize", "64"], tmp_path / "s.json", processes=2)
+    cfg = doc["config"]
+    assert (cfg["scaling"], cfg["global_batchsize"], cfg["batchsize"]) == ("strong", 64, 32)
+    assert doc["throughput"]["samples"] == 64 * 20  # the global batch, not 2 x 64
+    never = tmp_path / "n.json"
+    proc = run_train([*_without_batchsize(QUICK), "--global-batchsize", "63", "--out", str(never)],
+                     processes=2, timeout=60)
+    assert proc.returncode != 0
+    assert "--global-batchsize 63 is not a multiple of the 2 processes" in proc.stderr, proc.stderr
+    assert not never.exists()
+
+
+def test_held_out_samples_through_the_multi_node_evaluator(tmp_path):
+    # A learnable set: a bright band whose row says the label, on noise.
+    import numpy as np
+
+    from tests.train.test_data import write_idx
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 400)
+    images = rng.integers(0, 40, (400, 28, 28))
+    for i, k in enumerate(labels):
+        images[i, 2 * k:2 * k + 3, :] = 255
+    write_idx(tmp_path / "train-images-idx3-ubyte", images, gz=False)
+    write_idx(tmp_path / "train-labels-idx1-ubyte", labels, gz=False)
+    doc = run_ok([*QUICK, "--data", str(tmp_path), "--validation", "100"], tmp_path / "v.json")
+    v = doc["learning"]["validation"]
+    assert v["samples"] == 100 and v["per_rank"] == [50, 50]  # each rank evaluates its own half
+    assert "create_multi_node_evaluator" in v["evaluator"]
+    # samples no rank trained on: the distributed training generalises to them
+    assert v["after"]["loss"] < v["before"]["loss"] / 2
+    assert v["after"]["accuracy"] >= 0.9 > v["before"]["accuracy"]
 
 
 def test_a_rank_that_fails_mid_run_takes_the_job_down(tmp_path):
@@ -276,11 +340,36 @@ def test_a_rank_whose_parameters_differ_fails_the_run(tmp_path):
     assert not out.exists()
 
 
+def test_the_reduced_gradient_is_the_mean_of_the_ranks_gradients(two_ranks):
+    doc, _, _ = two_ranks
+    g = doc["correctness"]["gradients"]
+    assert g["averaged"] is True and g["relative_error"] <= g["tolerance"] == 1e-5
+    assert g["source"] == "model" and g["elements"] == doc["gradient"]["elements"]
+    # The ranks trained on different batches, so a missing reduction would have shown.
+    assert g["distinguishes"] is True and g["local_relative_spread"] > 100 * g["tolerance"]
+    ranks = g["per_rank"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[0]["local_sum"] != ranks[1]["local_sum"]
+    # every rank holds the mean of the local gradients: its sum is the mean of their sums
+    mean_of_sums = sum(r["local_sum"] for r in ranks) / 2
+    scale = max(abs(r["local_sum"]) for r in ranks) + 1.0
+    assert g["mean_sum"] == pytest.approx(mean_of_sums, abs=1e-5 * scale)
+    for r in ranks:
+        assert r["reduced_sum"] == pytest.approx(g["mean_sum"], abs=1e-5 * scale)
+
+
 REDUCTION = "comm.multi_node_mean_grad(model, opt.zero_fill)"
+MUTATIONS = {
+    # the timed loop's allreduce removed: every rank keeps its own gradient
+    "reduction-removed": "pass",
+    # a sum where the mean belongs: the ranks still agree with each other, so only the
+    # gradient check (reduced = mean of the local gradients) can see it
+    "sum-not-mean": REDUCTION + "; [p.grad.__imul__(comm.size) for p in model.params()]",
+}
 
 
-def test_a_benchmark_that_skips_the_reduction_fails(tmp_path):
-    # The mutation the check exists for: the timed loop's allreduce replaced by `pass`.
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_a_benchmark_whose_reduction_does_not_average_fails(tmp_path, mutation):
     import shutil
 
     from tests.train.conftest import ROOT
@@ -289,11 +378,12 @@ def test_a_benchmark_that_skips_the_reduction_fails(tmp_path):
     loop = tmp_path / "train" / "loop.py"
     text = loop.read_text()
     assert text.count(REDUCTION) == 1, "the timed loop's reduction call moved; update this test"
-    loop.write_text(text.replace(REDUCTION, "pass"))
+    loop.write_text(text.replace(REDUCTION, MUTATIONS[mutation]))
     out = tmp_path / "never.json"
     proc = run_train([*QUICK, "--out", str(out)], processes=2, cwd=tmp_path)
     assert proc.returncode != 0
-    assert "the gradients were not averaged" in proc.stderr, proc.stderr
+    assert "the reduced gradient is not the mean of the ranks' gradients, so the gradients were not " \
+           "averaged" in proc.stderr, proc.stderr
     assert not out.exists()
 
 

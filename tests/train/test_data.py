@@ -162,3 +162,47 @@ def test_batches_wrap_around_a_small_shard():
     seen = np.concatenate([b.next()[1] for _ in range(5)])
     assert len(seen) == 20
     assert np.bincount(seen, minlength=5).tolist() == [4] * 5  # every sample equally often
+
+
+@pytest.fixture
+def class_folders(tmp_path):
+    """ImageNet's layout: one directory per class, the images inside (and a stray non-image)."""
+    root = tmp_path / "train"
+    for name, rgb in COLOURS.items():
+        (root / name).mkdir(parents=True)
+        for k in range(2):
+            Image.new("RGB", (30 + 5 * k, 24), rgb).save(root / name / f"{name}{k}.JPEG", "JPEG", quality=95)
+    (root / "red" / "README.txt").write_text("not an image")
+    return root
+
+
+def test_class_folders_are_labelled_in_sorted_order(class_folders):
+    assert data.detect_format(str(class_folders)) == "folder"
+    ds = data.load_dataset(str(class_folders), "resnet50", 12)
+    assert (ds.format, ds.classes, len(ds)) == ("folder", ["blue", "green", "red"], 6)
+    x, y = ds.get(np.arange(6))
+    assert x.shape == (6, 3, 12, 12)
+    np.testing.assert_array_equal(y, [0, 0, 1, 1, 2, 2])
+    for i, colour in enumerate(["blue", "blue", "green", "green", "red", "red"]):
+        np.testing.assert_allclose(x[i].mean(axis=(1, 2)), np.array(COLOURS[colour]) / 255.0, atol=0.05)
+
+
+def test_class_folders_without_images_are_refused(tmp_path):
+    (tmp_path / "empty" / "cat").mkdir(parents=True)
+    with pytest.raises(data.DataError, match=r"no images .* in its class directories \(cat\)"):
+        data.check_data_path(str(tmp_path / "empty"))
+
+
+def test_worker_processes_decode_the_same_batches_ahead(class_folders):
+    ds = data.load_dataset(str(class_folders), "mlp", 8)
+    inline = data.Batches(ds, 4, 0, 1, seed=3)
+    ahead = data.Batches(ds, 4, 0, 1, seed=3, workers=2)
+    try:
+        assert ahead.workers == 2 and len(ahead.pending) == data.Batches.PREFETCH
+        for _ in range(4):  # past the shard's end: the order wraps alike
+            (x0, y0), (x1, y1) = inline.next(), ahead.next()
+            np.testing.assert_array_equal(y0, y1)
+            np.testing.assert_array_equal(x0, x1)
+    finally:
+        ahead.close()
+    assert ahead.pool is None

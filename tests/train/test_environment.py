@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,37 @@ def test_oversubscribed_hosts_by_cpus_or_by_binding():
     assert environment.oversubscribed_hosts(bound) == [{"host": "c", "ranks": 2, "usable_cpus": 1}]
 
 
+def test_nodes_that_share_one_machine_share_its_cpus():
+    # The sandbox: 3 containers (nodes) on one 2-core host, 2 ranks each, every one sees both cores.
+    ranks = [{"host": f"node{i // 2 + 1}", "boot_id": "k1", "usable_cpus": 2.0, "affinity": [0, 1]}
+             for i in range(6)]
+    assert environment.oversubscribed_hosts(ranks) == []  # no node is short of CPUs on its own
+    assert environment.shared_machines(ranks) == [{"boot_id": "k1", "hosts": ["node1", "node2", "node3"],
+                                                   "ranks": 6, "usable_cpus": 2, "oversubscribed": True}]
+    # two machines, one node each: nothing shared; one node alone on its kernel is no machine entry
+    apart = [dict(r, boot_id=f"k{i}") for i, r in enumerate(ranks[:2])]
+    apart[1]["host"] = "node2"
+    assert environment.shared_machines(apart) == []
+    # containers pinned to cores of their own: the machine has CPUs for all
+    pinned = [dict(r, affinity=[i]) for i, r in enumerate(ranks)]
+    assert environment.shared_machines(pinned)[0]["oversubscribed"] is False
+
+
+def test_the_interfaces_open_mpis_tcp_transport_uses():
+    ifaces = [{"name": "lo", "address": "127.0.0.1", "prefix": 8},
+              {"name": "eth0", "address": "192.168.1.5", "prefix": 24},
+              {"name": "eth1", "address": "10.0.0.5", "prefix": 24}]
+    names = [i["name"] for i in environment.tcp_interfaces(ifaces, "10.0.0.0/24", None)]
+    assert names == ["eth1"]  # roles/mpi_network pins the private subnet
+    assert [i["name"] for i in environment.tcp_interfaces(ifaces, "eth0,eth1", None)] == ["eth0", "eth1"]
+    # nothing pinned: every interface but loopback (Open MPI's default exclude)
+    assert [i["name"] for i in environment.tcp_interfaces(ifaces, None, None)] == ["eth0", "eth1"]
+    assert [i["name"] for i in environment.tcp_interfaces(ifaces, None, "127.0.0.1/8,eth0")] == ["eth1"]
+    # this machine's own interfaces: loopback at least, each with an IPv4 address
+    mine = environment.interfaces()
+    assert any(i["name"] == "lo" and i["address"] == "127.0.0.1" for i in mine)
+
+
 @pytest.mark.mpi
 def test_environment_of_every_rank_is_recorded(tmp_path):
     doc = run_ok(QUICK, tmp_path / "e.json", processes=2,
@@ -54,11 +86,17 @@ def test_environment_of_every_rank_is_recorded(tmp_path):
     for r in env["ranks"]:
         assert r["host"] == env["hosts"][r["rank"]] and r["affinity"] and r["usable_cpus"] > 0
         assert r["gpu"] is None and r["yield_when_idle"] == "1"
+        assert r["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert env["shared_machines"] == []  # one node: the per-node check covers it
     assert env["mpi_yield_when_idle"]["source"].startswith("launcher")
     assert env["transport"]["OMPI_MCA_btl_tcp_if_include"] == "lo"
     assert env["cuda_aware_mpi"]["built_with_cuda_support"] in (True, False)
     # ompi_info, run with the ranks' environment, reports the setting every job gets.
     assert env["network_pinning"]["btl_tcp_if_include"] == "lo"
+    # ... and so the only interface its TCP transport uses here
+    tcp = env["mpi_tcp_interfaces"]
+    assert tcp["rule"] == "btl_tcp_if_include=lo"
+    assert {h: [i["name"] for i in ifs] for h, ifs in tcp["hosts"].items()} == {env["hosts"][0]: ["lo"]}
     if environment.node_cpus()["usable_cpus"] >= 2:
         assert env["oversubscribed"] == []
 

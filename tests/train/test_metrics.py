@@ -65,6 +65,17 @@ def test_ten_repetitions_at_L_whatever_its_size():
     from train.ceilings import repetitions
 
     assert repetitions(102_228_384, 20, at_l=True) == 10
+    assert repetitions(102_228_384, 20, at_l=True, probe=2.0) == 10  # even when one takes 2 s
     assert repetitions(4096, 3, at_l=True) == 10
-    assert repetitions(4096, 3, at_l=False) == 3
-    assert repetitions(1 << 27, 20, at_l=False) == 2
+
+
+def test_no_sweep_size_rests_on_two_repetitions():
+    from train.ceilings import repetitions
+
+    # the count asked for, but never fewer than 5, however big the buffer
+    assert repetitions(4096, 3, at_l=False) == 5
+    assert repetitions(1 << 27, 20, at_l=False) == 5
+    assert repetitions(4096, 20, at_l=False, probe=1.0) == 20
+    # fast ones are repeated until they have been timed for 0.05 s, up to 1000 times
+    assert repetitions(8, 20, at_l=False, probe=1e-3) == 50
+    assert repetitions(8, 20, at_l=False, probe=1e-6) == 1000

@@ -263,3 +263,94 @@ def test_time_limit():
     assert mnc_bench.timed_out(110, "The user-provided time limit for job execution has been reached", 31, 30)
     assert mnc_bench.timed_out(1, "", 30.5, 30)
     assert not mnc_bench.timed_out(1, "[rank 1] train: error: x", 3, 30)
+
+
+def test_report_says_how_the_gradients_were_proven_averaged():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004), make_doc(4, 3000.0, 0.008)]
+    for d in docs:
+        d["correctness"] = {"agree": True, "gradients": {"averaged": True, "relative_error": 0.0,
+                                                         "distinguishes": True}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("Gradients averaged: every rank's reduced gradient was the mean of the ranks' local gradients "
+            "(one extra iteration, checked against a separate MPI_Allreduce) and every rank ended with the "
+            "same parameters at p = 1, 2, 4.") in md
+    assert "could not have seen" not in md
+    # ranks that agree but hold a sum, not a mean, are not correct; identical data is said
+    docs[2]["correctness"]["gradients"]["averaged"] = False
+    docs[1]["correctness"]["gradients"]["distinguishes"] = False
+    report = mnc_bench.build_report(docs)
+    assert [r["correct"] for r in report["runs"]] == [True, True, False]
+    md = mnc_bench.render_markdown(report)
+    assert "same parameters at p = 1, 2; **not** at p = [4]." in md
+    assert "At p = [2] every rank computed the same local gradient" in md
+
+
+def test_report_names_the_ceilings_not_measured_and_what_replaces_busbw_under_double_buffering():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    for d in docs:
+        d["ceilings"] = {"rows": [], "reference": None, "repetition_rule": "repetitions: at least 10 at L",
+                         "skipped": [{"path": "nccl", "reason": "no --gpu: NCCL reduces device memory only"}]}
+    docs[1]["allreduce"].update(exposed_only=True, busbw=None, own_duration=0.030, busbw_own_duration=0.133)
+    docs[1]["environment"]["shared_machines"] = [{"boot_id": "b", "hosts": ["n1", "n2"], "ranks": 2,
+                                                  "usable_cpus": 1, "oversubscribed": True}]
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "Not measured: `nccl`: no --gpu: NCCL reduces device memory only." in md
+    assert "Repetitions: at least 10 at L." in md
+    assert ("p = 2, double buffering: the allreduce phase (4.00 ms) is only the exposed wait for the "
+            "previous reduction plus the launch, so no busbw is derived from it; the reduction's own "
+            "duration on its stream (CUDA events) is 30.00 ms, busbw 0.133 GB/s, measured while it "
+            "overlapped compute.") in md
+    assert ("p = 2: nodes n1, n2 are one machine (the same kernel): 2 ranks on 1 CPUs, more ranks than "
+            "CPUs.") in md
+
+
+def test_report_names_every_ranks_host_and_gpu_and_whether_mpi_took_a_device_buffer():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    gpu = {"device": 0, "name": "NVIDIA H100", "pci_bus_id": "0000:1b:00.0"}
+    gpus = [{"rank": 0, "host": "g1", "gpu": gpu}, {"rank": 1, "host": "g2", "gpu": gpu}]
+    for d in docs:
+        d["environment"].update(ranks=gpus[:d["config"]["processes"]], cuda_aware_mpi={
+            "built_with_cuda_support": True, "device_buffer_allreduce": {"tried": True, "works": True}})
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "(CUDA-aware: yes by ompi_info; a device-buffer MPI_Allreduce worked)." in md
+    assert ("Ranks at p = 2: g1: 0 (NVIDIA H100 0000:1b:00.0); g2: 1 (NVIDIA H100 0000:1b:00.0).") in md
+    for d in docs:
+        d["environment"]["cuda_aware_mpi"] = {"built_with_cuda_support": False, "device_buffer_allreduce": {
+            "tried": False, "works": None, "reason": "ompi_info says built_with_cuda_support=False"}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("(CUDA-aware: no by ompi_info; a device-buffer MPI_Allreduce was not tried (ompi_info says "
+            "built_with_cuda_support=False)).") in md
+
+
+def test_report_names_the_interfaces_mpi_uses_on_every_host():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    docs[1]["environment"]["mpi_tcp_interfaces"] = {"rule": "btl_tcp_if_include=10.0.0.0/24", "hosts": {
+        "n1": [{"name": "eth1", "address": "10.0.0.1", "prefix": 24, "speed_mbps": 25000}],
+        "n2": []}}
+    assert "TCP transport (" not in mnc_bench.render_markdown(mnc_bench.build_report(docs))  # one node
+    docs[1]["environment"]["nodes"] = 2
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("Open MPI's TCP transport (`btl_tcp_if_include=10.0.0.0/24`) at p = 2: n1: eth1 (10.0.0.1/24, "
+            "25 Gb/s); n2: **none**.") in md
+
+
+def test_report_says_strong_scaling_when_the_global_batch_was_fixed():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    assert "100 samples per process per iteration (weak scaling)" in mnc_bench.render_markdown(
+        mnc_bench.build_report(docs))
+    for d in docs:
+        d["config"].update(scaling="strong", global_batchsize=200)
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "200 samples per iteration split over the processes (strong scaling: the global batch fixed)" in md
+
+
+def test_report_states_the_held_out_accuracy():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    for d in docs:
+        d["learning"] = {"before": {"loss": 2.0, "accuracy": 0.1}, "after": {"loss": 0.5, "accuracy": 0.8},
+                         "validation": {"samples": 100, "before": {"loss": 2.1, "accuracy": 0.12},
+                                        "after": {"loss": 0.6, "accuracy": 0.75}}}
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert ("Held-out samples, through ChainerMN's multi-node evaluator (each rank its shard, the mean over "
+            "ranks), after the warm-up -> after the timed passes: p = 1: 100 samples, loss 2.1 (accuracy "
+            "12%) -> 0.6 (accuracy 75%); p = 2: 100 samples") in md

@@ -127,7 +127,10 @@ def test_the_sandbox_demo_is_cpu_contention_not_the_network():
     v = mnc_verdict.run_verdict(p4, base)
     kinds = [s["kind"] for s in v["signatures"]]
     assert kinds == ["oversubscribed", "small-message latency"]  # compute did not grow here
-    assert "2 ranks on node1 with 1 usable CPUs" in v["signatures"][0]["text"]
+    over = v["signatures"][0]["text"]
+    assert over.startswith("2 ranks on node1, which has 1 usable CPUs (cpuset, CPU quota, affinity): more "
+                           "ranks than cores, so they take turns on the CPUs")
+    assert "busy polling" in over and "not the network" in over and "mnc_mpi_yield_when_idle" in over
     small = v["signatures"][1]["text"]
     assert "an 8-byte allreduce takes 4 ms, 33x the 0.12 ms the point-to-point latency predicts" in small
     assert "Not the network: " in v["headline"]
@@ -136,6 +139,38 @@ def test_the_sandbox_demo_is_cpu_contention_not_the_network():
     assert m["within_tolerance"] is False and m["error"] < -0.25
     off = [s for s in v["sentences"] if "The step model is off" in s]
     assert len(off) == 1 and "the signatures above explain it" in off[0]
+
+
+def test_strong_scaling_is_judged_against_the_baselines_share():
+    # The global batch fixed: at p = 4 each rank computes a quarter of p = 1's batch.
+    base = make_doc(1, 1, compute=0.100, update=0.010)
+    p4 = make_doc(4, 2, compute=0.025, update=0.010, allreduce=0.020, ceiling=0.018, p2p_gbs=1.0,
+                  p2p_lat=20e-6)
+    for d in (base, p4):
+        d["config"]["scaling"] = "strong"
+    v = mnc_verdict.run_verdict(p4, base)
+    assert v["scaling"] == "strong" and v["ideal_step"] == pytest.approx(0.110 / 4)
+    assert v["lost_per_step"] == pytest.approx(0.055 - 0.0275)
+    # compute at its share is no contention; the update, which does not shrink, is lost time
+    assert [s["kind"] for s in v["signatures"]] == []
+    assert v["where_lost"]["update, which does not shrink with the batch (strong scaling)"] == \
+        pytest.approx(0.010 - 0.0025)
+    assert "compute above its share of the baseline's" not in v["where_lost"]  # exactly its share
+    assert "longer than the ideal 27.5 ms (strong scaling: the baseline's step x 1/4)" in v["headline"]
+    # compute above its share is contention, said as such
+    slow = make_doc(4, 2, compute=0.060, update=0.010, allreduce=0.020)
+    slow["config"]["scaling"] = "strong"
+    (sig,) = mnc_verdict.run_verdict(slow, base)["signatures"]
+    assert sig["text"] == ("compute takes 2.4x its share of p = 1's (60 against 25 ms; strong scaling: "
+                           "0.25 of the batch per rank): the ranks compete for CPU cores or memory bandwidth")
+    # at twice the nodes, compute halves again, and the ideal is the baseline's step / 8
+    pred = mnc_verdict.predict_at_double([base, p4])
+    t_ar = mnc_verdict.ring_allreduce_time(L, 8, 1.0, 20e-6)
+    assert pred["scaling"] == "strong" and pred["processes"] == 8
+    assert pred["predicted_step"] == pytest.approx(0.0125 + 0.010 + t_ar)
+    assert pred["efficiency"] == pytest.approx((0.110 / 8) / (0.0125 + 0.010 + t_ar))
+    assert mnc_verdict.assess(report([base, p4]))["headline"][-1].startswith(
+        "Predicted strong-scaling efficiency at 4 nodes (8 processes): ")
 
 
 def test_compute_that_grows_with_p_is_contention():
@@ -179,12 +214,41 @@ def test_a_ceiling_below_the_training_busbw_is_called_no_bound():
     assert "no bound" not in ok["headline"] and "bounds nothing" not in ok["headline"]
 
 
-def test_double_buffering_states_no_bandwidth():
+def test_the_sandbox_containers_share_one_machines_cores():
+    # 3 containers x 2 ranks on a 2-core host: no node is short of CPUs, the machine is.
+    base = make_doc(1, 1, compute=0.02, update=0.002)
+    p6 = make_doc(6, 3, compute=0.02, update=0.002, allreduce=0.5, p2p_lat=60e-6, communicator="naive")
+    env = p6["environment"]
+    env["shared_machines"] = [{"boot_id": "b", "hosts": ["node1", "node2", "node3"], "ranks": 6,
+                               "usable_cpus": 2, "oversubscribed": True}]
+    env["mpi_yield_when_idle"] = {"value": "1", "source": "launcher"}
+    v = mnc_verdict.run_verdict(p6, base)
+    (sig,) = v["signatures"]
+    assert sig["kind"] == "shared machine"
+    assert sig["text"].startswith("6 ranks on nodes node1, node2, node3, which are one machine (the same "
+                                  "kernel) with 2 CPUs between them: more ranks than cores")
+    assert "not the network" in sig["text"] and "MPI yields when idle here, which softens it" in sig["text"]
+    assert "Not the network: 6 ranks on nodes node1, node2, node3" in v["headline"]
+    # a machine with CPUs enough for its ranks is no signature
+    env["shared_machines"][0].update(usable_cpus=8, oversubscribed=False)
+    assert mnc_verdict.run_verdict(p6, base)["signatures"] == []
+
+
+def test_double_buffering_states_no_bandwidth_from_the_exposed_wait():
     base = make_doc(1, 1)
     p2 = make_doc(2, 1, allreduce=0.002, exposed_only=True)
     v = mnc_verdict.run_verdict(p2, base)
     assert v["busbw_GBps"] is None
-    assert "no busbw (double buffering: only the exposed wait is timed)" in v["sentences"][0]
+    assert "no busbw from the allreduce phase (double buffering: it is only the exposed wait)" \
+        in v["sentences"][0]
+    assert "own duration" not in v["sentences"][0]  # not measured: nothing claimed
+    # what it is instead: the reduction's own duration on its stream, labelled as such
+    p2["allreduce"].update(own_duration=0.030, busbw_own_duration=2 * L / 2 / 0.030 / 1e9,
+                           busbw_own_percent_of_ceiling=90.0)
+    p2["allreduce"]["ceiling"] = {"path": "nccl", "busbw": 1.0, "time": 0.03}
+    first = mnc_verdict.run_verdict(p2, base)["sentences"][0]
+    assert "the reduction's own duration on its stream is 30 ms (busbw 27.26 Gb/s, 3.408 GB/s, while it " \
+           "overlapped compute, 90% of the nccl ceiling at L)" in first
 
 
 def test_report_markdown_leads_with_the_verdict():
