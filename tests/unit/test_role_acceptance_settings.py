@@ -97,7 +97,7 @@ def test_verify_judges_with_the_group_vars_settings(tmp_path):
         "ansible_host": "127.0.0.1",
         "ansible_port": 9,  # discard: closed, so the connection is refused at once
         "ansible_user": "nobody",
-        "ansible_ssh_common_args": "-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+        "ansible_ssh_common_args": "-o BatchMode=yes -o UserKnownHostsFile=/dev/null",
         "mnc_private_ip": "10.77.0.10",
     }
     inventory = write_inventory(tmp_path, {"node-refused": node}, group_vars)
