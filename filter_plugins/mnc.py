@@ -32,9 +32,11 @@ def mnc_malformed_artifacts(artifacts):
     return mnc_artifacts.malformed_artifacts(artifacts)
 
 
-def mnc_hostfile_hosts(text):
-    """``[{host, slots}]`` of an MPI hostfile's text, in file order."""
-    return [{"host": host, "slots": slots} for host, slots in mnc_hostfile.parse_hostfile(text)]
+def mnc_hostfile_hosts(text, strict=True):
+    """``[{host, slots}]`` of an MPI hostfile's text, in file order (``strict=False``: an
+    unreadable field is skipped, as the acceptance checks read it, instead of raising)."""
+    hosts = mnc_hostfile.parse_hostfile(text, strict=strict)
+    return [{"host": host, "slots": slots} for host, slots in hosts]
 
 
 def mnc_network(address, prefix):

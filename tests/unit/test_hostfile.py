@@ -37,6 +37,19 @@ def test_every_caller_uses_the_same_parser():
     ]
 
 
+def test_the_filter_reads_leniently_as_verify_does():
+    text = "node1 slots=2 cpu:4\nnode2 max-slots=8\n# x slots=9\n"
+    with pytest.raises(ValueError):
+        mnc_filters.mnc_hostfile_hosts(text)
+    assert mnc_filters.mnc_hostfile_hosts(text, strict=False) == [
+        {"host": "node1", "slots": 2},
+        {"host": "node2", "slots": 1},
+    ]
+    assert [h["slots"] for h in mnc_filters.mnc_hostfile_hosts(text, strict=False)] == [
+        n["slots"] for n in mnc_verify.parse_hostfile(text)
+    ]
+
+
 def test_artifact_override_filter_is_the_module_utils_rule():
     record = {"name": "openmpi", "version": "5.0.7", "filename": "a.tar.bz2", "url": "https://x/a"}
     record["sha256"] = "0" * 64

@@ -84,6 +84,14 @@ def test_readme_variable_tables_match_the_argument_spec(role):
     assert not missing, f"{role.name}: README.md's variable table misses {missing}"
 
 
+def test_the_acceptance_roles_are_among_the_roles_checked():
+    names = {role.name for role in ROLES}
+    assert {"stack", "common", "artifacts", "verify", "benchmark"} <= names, names
+    # verify's and benchmark's settings are role defaults now: each has some, all in the spec
+    for name in ("verify", "benchmark"):
+        assert _defaults(ROOT / "roles" / name), name
+
+
 def test_readme_table_parser_reads_names_in_the_first_column_only():
     text = "\n".join(
         [

@@ -1,4 +1,4 @@
-"""The acceptance checks of playbooks/verify.yml (module_utils/mnc_verify.py).
+"""The acceptance checks of roles/verify (module_utils/mnc_verify.py).
 
 Rank and bandwidth checks are fed the output of real mpiexec runs on the
 controller (Debian's OpenMPI + mpi4py in .venv); the judging of failures the
@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_verify as v
 
-P2P = ROOT / "playbooks" / "files" / "mnc_p2p_bandwidth.py"
-VERSIONS = ROOT / "playbooks" / "files" / "mnc_versions.py"
+P2P = ROOT / "roles" / "verify" / "files" / "mnc_p2p_bandwidth.py"
+VERSIONS = ROOT / "roles" / "verify" / "files" / "mnc_versions.py"
 RANK_CMD = ["/bin/sh", "-c", 'echo "$(uname -n) $(printenv OMPI_COMM_WORLD_RANK)"']
 HOST = os.uname().nodename
 
