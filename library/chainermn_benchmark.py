@@ -127,7 +127,7 @@ EXAMPLES = r"""
 - name: Benchmark the MLP at 1, 2, 4 and 6 processes
   chainermn_benchmark:
     chdir: /usr/local/lib/mncluster
-    python: /home/mpiuser/.venv/mncluster/bin/python
+    python: /home/mpiuser/.venvs/mncluster/bin/python
     hostfile: /home/mpiuser/mncluster/hostfile
     slots_per_node: 2
     model: mlp
