@@ -189,3 +189,59 @@ def test_pip_refuses_a_wheel_altered_after_the_check(bed):
     assert res["stats"]["failures"] == 1
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in json.dumps(res["tasks"])
     assert bed["installed"]() is None
+
+
+def _index_reachable() -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/six/", timeout=10).close()
+        return True
+    except OSError:
+        return False
+
+
+ONLINE_PLAY = """\
+---
+- name: Build a wheelhouse
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Build it
+      ansible.builtin.include_role:
+        name: artifacts
+        tasks_from: wheelhouse
+      vars:
+        artifacts_wheelhouse_name: online
+        artifacts_wheelhouse_requirements: [six==1.17.0]
+"""
+
+
+@pytest.mark.skipif(not _index_reachable(), reason="the package index cannot be reached")
+def test_online_a_wheel_altered_in_the_cache_is_named_and_downloaded_again(tmp_path):
+    play = tmp_path / "play.yml"
+    play.write_text(ONLINE_PLAY)
+    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"))
+    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
+            "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
+
+    def run() -> list[dict]:
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        return json.loads(proc.stdout)["plays"][0]["tasks"]
+
+    run()
+    house = tmp_path / "cache" / "wheels" / "online"
+    stamp = json.loads((house / ".mncluster-wheelhouse.json").read_text())
+    (wheel,) = stamp["files"]
+    assert stamp["sha256"][wheel] == hashlib.sha256((house / wheel).read_bytes()).hexdigest()
+    (house / wheel).write_bytes(b"altered")
+    tasks = run()
+    said = [
+        t["hosts"]["localhost"]["msg"]
+        for t in tasks
+        if t["task"]["name"].endswith("Report the wheelhouse's files that differ from their stamp")
+        and "msg" in t["hosts"].get("localhost", {})
+    ]
+    assert len(said) == 1 and wheel in said[0] and "downloaded again" in said[0]
+    assert hashlib.sha256((house / wheel).read_bytes()).hexdigest() == stamp["sha256"][wheel]
