@@ -7,12 +7,15 @@ build through the same tasks is proven by `molecule test -s openmpi`.
 from __future__ import annotations
 
 import grp
+import hashlib
 import json
 import os
 import pwd
+import socket
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,21 @@ BUILD_TASKS = """\
   ansible.builtin.shell:
     cmd: echo built >> {count}
   changed_when: true
+
+# Concurrent runs: the build starts only once every run has started, and takes
+# a moment, so that without the lock the other run finds no cached build.
+- name: Wait until every run of the test has started
+  ansible.builtin.wait_for:
+    path: "{started}"
+    search_regex: "(?s)started.*started"
+    timeout: 120
+  when: barrier | default(false) | bool
+
+- name: Take a moment
+  ansible.builtin.command:
+    cmd: sleep 2
+  changed_when: false
+  when: barrier | default(false) | bool
 
 - name: Fail on request
   ansible.builtin.fail:
@@ -52,6 +70,12 @@ PLAY = """\
   hosts: all
   gather_facts: false
   tasks:
+    - name: Say that this run has started
+      ansible.builtin.shell:
+        cmd: echo started >> {started}
+      changed_when: false
+      when: barrier | default(false) | bool
+
     - name: Build or install
       ansible.builtin.include_role:
         name: artifacts
@@ -74,44 +98,104 @@ PLAY = """\
 """
 
 
+TAMPER_CALLBACK = """\
+import os
+import shutil
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    \"\"\"After the task named TAMPER_TASK, replace TAMPER_PATH with TAMPER_WITH: what someone with
+    write access on the way could do between a copy and its use.\"\"\"
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "tamper"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def v2_runner_on_ok(self, result):
+        if result._task.get_name().endswith(os.environ["TAMPER_TASK"]):
+            shutil.copyfile(os.environ["TAMPER_WITH"], os.environ["TAMPER_PATH"])
+"""
+
+
+def parse(doc: dict) -> dict:
+    stats = doc["stats"]["localhost"]
+    report = None
+    messages = []
+    for task in doc["plays"][0]["tasks"]:
+        host = task["hosts"].get("localhost", {})
+        if task["task"]["name"] == "Report":
+            report = host["msg"]
+        if isinstance(host.get("msg"), str):
+            messages.append(host["msg"])
+    failures = [
+        t["hosts"]["localhost"].get("msg")
+        for t in doc["plays"][0]["tasks"]
+        if t["hosts"].get("localhost", {}).get("failed")
+    ]
+    return {"stats": stats, "report": report, "failures": failures, "messages": messages}
+
+
 @pytest.fixture
 def bed(tmp_path):
-    prefix = tmp_path / "opt" / "hello-1"
     count = tmp_path / "builds.count"
+    started = tmp_path / "started"
     tasks = tmp_path / "build.yml"
-    tasks.write_text(BUILD_TASKS.format(count=count))
-    play = tmp_path / "play.yml"
-    play.write_text(PLAY.format(prefix=prefix, tasks=tasks, work=tmp_path / "work"))
+    tasks.write_text(BUILD_TASKS.format(count=count, started=started))
     cache = tmp_path / "cache"
 
-    def run(flag: str, owner: str = ""):
-        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache))
-        argv = [
-            str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
-            "-e", f"flag={flag}", "-e", f"owner={owner}",
+    def node(name: str) -> dict:
+        """A node of its own (prefix and scratch) that shares the controller cache."""
+        prefix = tmp_path / name / "opt" / "hello-1"
+        play = tmp_path / f"play-{name}.yml"
+        work = tmp_path / name / "work"
+        play.write_text(PLAY.format(prefix=prefix, tasks=tasks, work=work, started=started))
+        return {"prefix": prefix, "play": play, "work": work}
+
+    nodes = {"node": node("node"), "other": node("other")}
+
+    def argv(flag: str, owner: str = "", on: str = "node", barrier: bool = False) -> list[str]:
+        return [
+            str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(nodes[on]["play"]),
+            "-e", f"flag={flag}", "-e", f"owner={owner}", "-e", f"barrier={barrier}",
             "-e", f"ansible_python_interpreter={sys.executable}",
         ]  # fmt: skip
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        doc = json.loads(proc.stdout)
-        stats = doc["stats"]["localhost"]
-        report = None
-        for task in doc["plays"][0]["tasks"]:
-            if task["task"]["name"] == "Report":
-                report = task["hosts"]["localhost"]["msg"]
-        failures = [
-            t["hosts"]["localhost"].get("msg")
-            for t in doc["plays"][0]["tasks"]
-            if t["hosts"].get("localhost", {}).get("failed")
-        ]
-        return {"stats": stats, "report": report, "failures": failures}
+
+    def run(flag: str, owner: str = "", on: str = "node", **env_extra: str):
+        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache), **env_extra)
+        proc = subprocess.run(
+            argv(flag, owner, on), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        return parse(json.loads(proc.stdout))
+
+    def run_together(flag: str, on: list[str]) -> list[tuple[int, dict | None, str]]:
+        """Runs started at the same moment, one per node: (rc, parsed result, stderr) each."""
+        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache))
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+        procs = [subprocess.Popen(argv(flag, on=n, barrier=True), cwd=ROOT, env=env, **pipes) for n in on]
+        out = []
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=600)
+            try:
+                doc = parse(json.loads(stdout))
+            except ValueError:
+                doc = None
+            out.append((p.returncode, doc, stdout[-3000:] + stderr[-2000:]))
+        return out
 
     def builds() -> int:
         return len(count.read_text().splitlines()) if count.exists() else 0
 
-    def program() -> str:
-        return subprocess.run([prefix / "bin" / "hello"], capture_output=True, text=True, check=True).stdout
+    def program(on: str = "node") -> str:
+        exe = nodes[on]["prefix"] / "bin" / "hello"
+        return subprocess.run([exe], capture_output=True, text=True, check=True).stdout
 
-    return {"run": run, "builds": builds, "program": program, "prefix": prefix, "cache": cache}
+    return {
+        "run": run, "run_together": run_together, "builds": builds, "program": program,
+        "prefix": nodes["node"]["prefix"], "nodes": nodes, "cache": cache, "tmp": tmp_path,
+    }  # fmt: skip
 
 
 def test_first_run_builds_second_run_changes_nothing(bed):
@@ -178,7 +262,9 @@ def test_failed_build_leaves_the_previous_install_usable(bed):
     assert "the build broke" in res["failures"]
     assert (bed["prefix"] / ".mncluster-build.json").read_text() == marker_before
     assert bed["program"]() == "hello a\n"
-    assert not list((bed["cache"] / "builds" / "hello").glob("*.partial"))
+    # Neither a partial archive nor the entry's lock is left behind.
+    assert not list((bed["cache"] / "builds" / "hello").glob("*.partial*"))
+    assert not list((bed["cache"] / "builds" / "hello").glob("*.lock"))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
@@ -218,3 +304,86 @@ def test_a_swap_killed_between_its_renames_is_finished_not_lost(bed):
     assert res["failures"] == [] and res["report"]["installed"] is False
     assert bed["builds"]() == 1 and bed["program"]() == "hello a\n"
     assert (bed["prefix"] / "envs" / "kept").read_text() == "x" and not old.exists()
+
+
+def cache_entries(bed) -> list[str]:
+    """What the build cache holds, temporary and lock names included (the flock guard aside)."""
+    entries = (bed["cache"] / "builds" / "hello").iterdir()
+    return sorted(p.name for p in entries if p.name != ".mncluster-lock")
+
+
+def test_two_runs_on_one_cache_at_the_same_moment_build_once(bed):
+    """Two clusters (a node each) driven from one controller cache at the same moment, as make
+    test's two lanes are: both pass, the build runs once, the cache holds one complete entry."""
+    results = bed["run_together"]("a", on=["node", "other"])
+    for rc, doc, tail in results:
+        assert rc == 0, tail
+        assert doc["failures"] == [] and doc["report"]["installed"] is True
+    assert bed["builds"]() == 1
+    assert sorted(doc["report"]["built"] for _, doc, _ in results) == [False, True]
+    assert bed["program"]("node") == bed["program"]("other") == "hello a\n"
+    digest = results[0][1]["report"]["hash"]
+    assert cache_entries(bed) == [f"{digest}.json", f"{digest}.tar.gz"]
+    record = json.loads((bed["cache"] / "builds" / "hello" / f"{digest}.json").read_text())
+    archive = (bed["cache"] / "builds" / "hello" / f"{digest}.tar.gz").read_bytes()
+    assert record["archive_sha256"] == hashlib.sha256(archive).hexdigest()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize("owner", ["gone", "too-old"])
+def test_a_stale_lock_is_broken_with_a_message(bed, owner):
+    digest = bed["run"]("a")["report"]["hash"]
+    subprocess.run(["rm", "-rf", str(bed["cache"]), str(bed["prefix"])], check=True)
+    lock = bed["cache"] / "builds" / "hello" / f"{digest}.lock"
+    lock.mkdir(parents=True)
+    # Another run of this controller that was killed, or one that holds it longer than any build.
+    pid, since = (_dead_pid(), time.time()) if owner == "gone" else (os.getpid(), time.time() - 20000)
+    (lock / "owner.json").write_text(
+        json.dumps({"host": socket.gethostname(), "pid": pid, "since": since, "token": "theirs"})
+    )
+    res = bed["run"]("a")
+    assert res["failures"] == [] and res["report"]["built"] is True
+    assert bed["builds"]() == 2 and bed["program"]() == "hello a\n"
+    broke = [m for m in res["messages"] if "broke the stale lock" in m]
+    assert broke and str(lock) in broke[0] and f"pid {pid}" in broke[0]
+    assert ("no longer running" if owner == "gone" else "older than the build timeout") in broke[0]
+    assert cache_entries(bed) == [f"{digest}.json", f"{digest}.tar.gz"]
+
+
+def test_a_node_copy_altered_before_its_unpack_is_refused(bed, tmp_path):
+    digest = bed["run"]("a")["report"]["hash"]
+    bed["run"]("b")
+    assert bed["program"]() == "hello b\n"
+    # A well-formed archive with the right marker and another program: only its sha256 tells.
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    with tarfile.open(bed["cache"] / "builds" / "hello" / f"{digest}.tar.gz") as tar:
+        tar.extractall(evil, filter="data")
+    (evil / "bin" / "hello").write_text("#!/bin/sh\necho hello evil\n")
+    subprocess.run(["tar", "-czf", str(tmp_path / "evil.tar.gz"), "-C", str(evil), "."], check=True)
+    copy = bed["nodes"]["node"]["work"] / f"hello-{digest}.tar.gz"
+    res = bed["run"](
+        "a",
+        ANSIBLE_CALLBACK_PLUGINS=str(_tamper_plugin(tmp_path)),
+        ANSIBLE_CALLBACKS_ENABLED="tamper",
+        TAMPER_TASK="Copy the packed build to the node",
+        TAMPER_WITH=str(tmp_path / "evil.tar.gz"),
+        TAMPER_PATH=str(copy),
+    )
+    assert res["stats"]["failures"] == 1
+    (msg,) = res["failures"]
+    assert str(copy) in msg and "records" in msg and "Nothing was unpacked" in msg
+    assert bed["program"]() == "hello b\n"
+    assert not copy.exists()
+
+
+def _tamper_plugin(tmp_path: Path) -> Path:
+    plugins = tmp_path / "callback_plugins"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "tamper.py").write_text(TAMPER_CALLBACK)
+    return plugins

@@ -1,0 +1,247 @@
+"""roles/artifacts/tasks/wheelhouse.yml pins every file by the sha256 its stamp recorded at
+download: a file altered in the cache or on the node is refused, naming it, and pip installs
+the default set in hash-checking mode (--require-hashes).
+
+Real ansible-playbook on localhost (the node), offline (mnc_offline: true) from a wheelhouse
+planted in the cache as a download leaves it: a small real wheel made here, its stamp with the
+inputs the role computes. No package index is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from ansible_env import ANSIBLE_PLAYBOOK, ROOT, repo_ansible_env
+
+WHEEL = "demo_pin-1.0-py3-none-any.whl"
+
+PLAY = """\
+---
+- name: Install from a pinned wheelhouse
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Copy the wheelhouse and install from it
+      ansible.builtin.include_role:
+        name: artifacts
+        tasks_from: wheelhouse
+      vars:
+        artifacts_wheelhouse_name: pins
+        artifacts_wheelhouse_requirements: [demo-pin==1.0]
+        artifacts_wheelhouse_dest: "{dest}"
+        artifacts_wheelhouse_python: "{python}"
+        artifacts_wheelhouse_pip_args: [--target, "{target}"]
+"""
+
+TAMPER_CALLBACK = """\
+import os
+import shutil
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    \"\"\"After the task named TAMPER_TASK, replace TAMPER_PATH with TAMPER_WITH.\"\"\"
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "tamper"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def v2_runner_on_ok(self, result):
+        if result._task.get_name().endswith(os.environ["TAMPER_TASK"]):
+            shutil.copyfile(os.environ["TAMPER_WITH"], os.environ["TAMPER_PATH"])
+"""
+
+
+def make_wheel(path: Path, says: str) -> None:
+    """A minimal, installable wheel of demo_pin 1.0 whose module holds ``says``."""
+    files = {
+        "demo_pin/__init__.py": f"SAYS = {says!r}\n",
+        "demo_pin-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo-pin\nVersion: 1.0\n",
+        "demo_pin-1.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    record.append("demo_pin-1.0.dist-info/RECORD,,")
+    files["demo_pin-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), text)
+
+
+@pytest.fixture
+def bed(tmp_path):
+    cache = tmp_path / "cache"
+    house = cache / "wheels" / "pins"
+    house.mkdir(parents=True)
+    make_wheel(house / WHEEL, "pinned")
+    stamp = {
+        # What wheelhouse.yml computes for the play's inputs (defaults for the rest).
+        "spec": {
+            "requirements": ["demo-pin==1.0"],
+            "no_binary": [],
+            "python_version": "3.11",
+            "platforms": ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"],
+            "implementation": "cp",
+            "abi": "cp311",
+        },
+        "files": [WHEEL],
+        "sha256": {WHEEL: hashlib.sha256((house / WHEEL).read_bytes()).hexdigest()},
+    }
+    (house / ".mncluster-wheelhouse.json").write_text(json.dumps(stamp))
+    dest, target = tmp_path / "node" / "wheels", tmp_path / "node" / "site"
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY.format(dest=dest, python=sys.executable, target=target))
+    evil = tmp_path / "evil" / WHEEL
+    evil.parent.mkdir()
+    make_wheel(evil, "evil")
+    plugins = tmp_path / "callback_plugins"
+    plugins.mkdir()
+    (plugins / "tamper.py").write_text(TAMPER_CALLBACK)
+
+    def run(**env_extra: str) -> dict:
+        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache), **env_extra)
+        argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
+                "-e", "mnc_offline=true", "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        doc = json.loads(proc.stdout)
+        tasks = doc["plays"][0]["tasks"]
+        failures = [
+            t["hosts"]["localhost"].get("msg") for t in tasks if t["hosts"].get("localhost", {}).get("failed")
+        ]
+        return {"stats": doc["stats"]["localhost"], "failures": failures, "tasks": tasks}
+
+    def installed() -> str | None:
+        module = target / "demo_pin" / "__init__.py"
+        return module.read_text() if module.exists() else None
+
+    def tamper(path: Path, after: str) -> dict:
+        return {
+            "ANSIBLE_CALLBACK_PLUGINS": str(plugins),
+            "ANSIBLE_CALLBACKS_ENABLED": "tamper",
+            "TAMPER_TASK": after,
+            "TAMPER_WITH": str(evil),
+            "TAMPER_PATH": str(path),
+        }
+
+    return {"run": run, "installed": installed, "house": house, "dest": dest, "evil": evil, "tamper": tamper}
+
+
+def test_pinned_wheelhouse_installs_with_require_hashes(bed):
+    res = bed["run"]()
+    assert res["failures"] == [], res["failures"]
+    assert bed["installed"]() == "SAYS = 'pinned'\n"
+    pins = (bed["dest"] / ".mncluster-requirements.txt").read_text()
+    digest = hashlib.sha256((bed["house"] / WHEEL).read_bytes()).hexdigest()
+    assert f"demo-pin==1.0 --hash=sha256:{digest}\n" in pins.replace("demo_pin==", "demo-pin==")
+    (install,) = [t for t in res["tasks"] if t["task"]["name"].endswith("Install from the wheelhouse")]
+    assert "--require-hashes" in install["hosts"]["localhost"]["cmd"]
+
+
+def test_a_wheel_altered_in_the_cache_is_refused(bed):
+    (bed["house"] / WHEEL).write_bytes(bed["evil"].read_bytes())
+    res = bed["run"]()
+    assert res["stats"]["failures"] == 1
+    (msg,) = res["failures"]
+    assert WHEEL in msg and "Altered or damaged" in msg and "never copied to a node" in msg
+    assert not (bed["dest"] / WHEEL).exists()
+    assert bed["installed"]() is None
+
+
+def test_a_stamp_without_sha256_is_not_trusted(bed):
+    stamp_path = bed["house"] / ".mncluster-wheelhouse.json"
+    stamp = json.loads(stamp_path.read_text())
+    del stamp["sha256"]
+    stamp_path.write_text(json.dumps(stamp))
+    res = bed["run"]()
+    assert res["stats"]["failures"] == 1
+    assert WHEEL in res["failures"][0] and bed["installed"]() is None
+
+
+def test_a_wheel_altered_on_the_node_is_refused(bed):
+    copy = bed["dest"] / WHEEL
+    res = bed["run"](**bed["tamper"](copy, after="Copy the files that are missing or differ"))
+    assert res["stats"]["failures"] == 1
+    (msg,) = res["failures"]
+    assert WHEEL in msg and str(bed["dest"]) in msg and "Nothing was installed" in msg
+    assert bed["installed"]() is None
+    # The next run copies the pinned file again and installs it.
+    again = bed["run"]()
+    assert again["failures"] == [] and bed["installed"]() == "SAYS = 'pinned'\n"
+
+
+def test_pip_refuses_a_wheel_altered_after_the_check(bed):
+    """--require-hashes: a file swapped between the node-side check and pip is refused by pip."""
+    copy = bed["dest"] / WHEEL
+    res = bed["run"](**bed["tamper"](copy, after="Write the hash-pinned requirements for pip on the node"))
+    assert res["stats"]["failures"] == 1
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in json.dumps(res["tasks"])
+    assert bed["installed"]() is None
+
+
+def _index_reachable() -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/six/", timeout=10).close()
+        return True
+    except OSError:
+        return False
+
+
+ONLINE_PLAY = """\
+---
+- name: Build a wheelhouse
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Build it
+      ansible.builtin.include_role:
+        name: artifacts
+        tasks_from: wheelhouse
+      vars:
+        artifacts_wheelhouse_name: online
+        artifacts_wheelhouse_requirements: [six==1.17.0]
+"""
+
+
+@pytest.mark.skipif(not _index_reachable(), reason="the package index cannot be reached")
+def test_online_a_wheel_altered_in_the_cache_is_named_and_downloaded_again(tmp_path):
+    play = tmp_path / "play.yml"
+    play.write_text(ONLINE_PLAY)
+    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"))
+    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
+            "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
+
+    def run() -> list[dict]:
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        return json.loads(proc.stdout)["plays"][0]["tasks"]
+
+    run()
+    house = tmp_path / "cache" / "wheels" / "online"
+    stamp = json.loads((house / ".mncluster-wheelhouse.json").read_text())
+    (wheel,) = stamp["files"]
+    assert stamp["sha256"][wheel] == hashlib.sha256((house / wheel).read_bytes()).hexdigest()
+    (house / wheel).write_bytes(b"altered")
+    tasks = run()
+    said = [
+        t["hosts"]["localhost"]["msg"]
+        for t in tasks
+        if t["task"]["name"].endswith("Report the wheelhouse's files that differ from their stamp")
+        and "msg" in t["hosts"].get("localhost", {})
+    ]
+    assert len(said) == 1 and wheel in said[0] and "downloaded again" in said[0]
+    assert hashlib.sha256((house / wheel).read_bytes()).hexdigest() == stamp["sha256"][wheel]
