@@ -1,7 +1,8 @@
-"""roles/nvidia_repo installs NVIDIA's keyring package only as the file its pinned sha256 names:
-without a pin, or with a file that does not match it, the run fails before anything is
-installed, naming the variable. Real ansible-playbook on localhost; both cases fail on the
-controller, before any task changes the node (no apt, no network).
+"""roles/nvidia_repo installs a pinned keyring package only as the file its sha256 names, and
+refuses an unpinned one offline: a file that does not match its pin, or no pin offline, fails
+the run before anything is installed, naming the variable. Real ansible-playbook on
+localhost; both cases fail on the controller, before any task changes the node (no apt, no
+network).
 """
 
 from __future__ import annotations
@@ -58,12 +59,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_an_unpinned_keyring_is_not_installed(tmp_path):
-    res = run(tmp_path, "-e", '{"stack_cuda_repo_keyring_sha256": {}}')
+def test_an_unpinned_keyring_is_not_installed_offline(tmp_path):
+    res = run(tmp_path, "-e", '{"stack_cuda_repo_keyring_sha256": {}, "mnc_offline": true}')
     assert res["stats"]["failures"] == 1 and res["changed"] == []
     (task,) = res["failed"]
     msg = task["hosts"]["localhost"]["msg"]
-    assert "stack_cuda_repo_keyring_sha256.debian12 is not pinned" in msg
+    assert "stack_cuda_repo_keyring_sha256.debian12 is not pinned" in msg and "offline" in msg
     assert "nothing was installed" in msg and "Packages" in msg
     assert nothing_installed()
 
