@@ -70,3 +70,51 @@ def run_module(module: str, args: dict, *extra: str, timeout: int = 120) -> dict
         argv, cwd=ROOT, env=repo_ansible_env(), capture_output=True, text=True, timeout=timeout, check=False
     )
     return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+_TAMPER_CALLBACK = """\
+import os
+import shutil
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    \"\"\"After the task named TAMPER_TASK, replace TAMPER_PATH with TAMPER_WITH: what someone with
+    write access on the way could do between a copy and its use.\"\"\"
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "tamper"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def v2_runner_on_ok(self, result):
+        if result._task.get_name().endswith(os.environ["TAMPER_TASK"]):
+            shutil.copyfile(os.environ["TAMPER_WITH"], os.environ["TAMPER_PATH"])
+"""
+
+
+def tamper_env(plugin_dir: Path, after: str, path: Path, replacement: Path) -> dict[str, str]:
+    """Environment for an ansible-playbook run in which ``path`` is replaced by ``replacement``
+    right after the task whose name ends with ``after`` (a callback plugin written into
+    ``plugin_dir``). Callbacks run before the next task starts: no timing involved."""
+    plugin_dir.mkdir(parents=True, exist_ok=True)
+    (plugin_dir / "tamper.py").write_text(_TAMPER_CALLBACK)
+    return {
+        "ANSIBLE_CALLBACK_PLUGINS": str(plugin_dir),
+        "ANSIBLE_CALLBACKS_ENABLED": "tamper",
+        "TAMPER_TASK": after,
+        "TAMPER_WITH": str(replacement),
+        "TAMPER_PATH": str(path),
+    }
+
+
+def index_reachable() -> bool:
+    """Whether this machine reaches the Python package index (tests that download wheels)."""
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/six/", timeout=10).close()
+        return True
+    except OSError:
+        return False

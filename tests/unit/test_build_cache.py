@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_env import repo_ansible_env
+from ansible_env import repo_ansible_env, tamper_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
@@ -95,28 +95,6 @@ PLAY = """\
           hash: "{{{{ artifacts_build_result.hash }}}}"
           built: "{{{{ artifacts_build_result.built }}}}"
           installed: "{{{{ artifacts_build_result.installed }}}}"
-"""
-
-
-TAMPER_CALLBACK = """\
-import os
-import shutil
-
-from ansible.plugins.callback import CallbackBase
-
-
-class CallbackModule(CallbackBase):
-    \"\"\"After the task named TAMPER_TASK, replace TAMPER_PATH with TAMPER_WITH: what someone with
-    write access on the way could do between a copy and its use.\"\"\"
-
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "tamper"
-    CALLBACK_NEEDS_ENABLED = True
-
-    def v2_runner_on_ok(self, result):
-        if result._task.get_name().endswith(os.environ["TAMPER_TASK"]):
-            shutil.copyfile(os.environ["TAMPER_WITH"], os.environ["TAMPER_PATH"])
 """
 
 
@@ -369,21 +347,12 @@ def test_a_node_copy_altered_before_its_unpack_is_refused(bed, tmp_path):
     copy = bed["nodes"]["node"]["work"] / f"hello-{digest}.tar.gz"
     res = bed["run"](
         "a",
-        ANSIBLE_CALLBACK_PLUGINS=str(_tamper_plugin(tmp_path)),
-        ANSIBLE_CALLBACKS_ENABLED="tamper",
-        TAMPER_TASK="Copy the packed build to the node",
-        TAMPER_WITH=str(tmp_path / "evil.tar.gz"),
-        TAMPER_PATH=str(copy),
+        **tamper_env(
+            tmp_path / "callback_plugins", "Copy the packed build to the node", copy, tmp_path / "evil.tar.gz"
+        ),
     )
     assert res["stats"]["failures"] == 1
     (msg,) = res["failures"]
     assert str(copy) in msg and "records" in msg and "Nothing was unpacked" in msg
     assert bed["program"]() == "hello b\n"
     assert not copy.exists()
-
-
-def _tamper_plugin(tmp_path: Path) -> Path:
-    plugins = tmp_path / "callback_plugins"
-    plugins.mkdir(exist_ok=True)
-    (plugins / "tamper.py").write_text(TAMPER_CALLBACK)
-    return plugins

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 
 import pytest
-from ansible_env import ANSIBLE_PLAYBOOK, ROOT, repo_ansible_env
+from ansible_env import ANSIBLE_PLAYBOOK, ROOT, index_reachable, repo_ansible_env
 
 PLAY = """\
 ---
@@ -30,14 +29,6 @@ PLAY = """\
         artifacts_wheelhouse_requirements: [six==1.17.0]
         artifacts_wheelhouse_python_version: "3.11"
 """
-
-
-def index_reachable() -> bool:
-    try:
-        urllib.request.urlopen("https://pypi.org/simple/six/", timeout=10).close()
-        return True
-    except OSError:
-        return False
 
 
 @pytest.mark.skipif(not index_reachable(), reason="the package index cannot be reached")

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from ansible_env import ANSIBLE_PLAYBOOK, ROOT, repo_ansible_env
+from ansible_env import ANSIBLE_PLAYBOOK, ROOT, index_reachable, repo_ansible_env, tamper_env
 
 WHEEL = "demo_pin-1.0-py3-none-any.whl"
 
@@ -39,27 +39,6 @@ PLAY = """\
         artifacts_wheelhouse_python: "{python}"
         artifacts_wheelhouse_pip_args: [--target, "{target}"]
 """
-
-TAMPER_CALLBACK = """\
-import os
-import shutil
-
-from ansible.plugins.callback import CallbackBase
-
-
-class CallbackModule(CallbackBase):
-    \"\"\"After the task named TAMPER_TASK, replace TAMPER_PATH with TAMPER_WITH.\"\"\"
-
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "tamper"
-    CALLBACK_NEEDS_ENABLED = True
-
-    def v2_runner_on_ok(self, result):
-        if result._task.get_name().endswith(os.environ["TAMPER_TASK"]):
-            shutil.copyfile(os.environ["TAMPER_WITH"], os.environ["TAMPER_PATH"])
-"""
-
 
 def make_wheel(path: Path, says: str) -> None:
     """A minimal, installable wheel of demo_pin 1.0 whose module holds ``says``."""
@@ -107,9 +86,6 @@ def bed(tmp_path):
     evil = tmp_path / "evil" / WHEEL
     evil.parent.mkdir()
     make_wheel(evil, "evil")
-    plugins = tmp_path / "callback_plugins"
-    plugins.mkdir()
-    (plugins / "tamper.py").write_text(TAMPER_CALLBACK)
 
     def run(**env_extra: str) -> dict:
         env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache), **env_extra)
@@ -128,13 +104,7 @@ def bed(tmp_path):
         return module.read_text() if module.exists() else None
 
     def tamper(path: Path, after: str) -> dict:
-        return {
-            "ANSIBLE_CALLBACK_PLUGINS": str(plugins),
-            "ANSIBLE_CALLBACKS_ENABLED": "tamper",
-            "TAMPER_TASK": after,
-            "TAMPER_WITH": str(evil),
-            "TAMPER_PATH": str(path),
-        }
+        return tamper_env(tmp_path / "callback_plugins", after, path, evil)
 
     return {"run": run, "installed": installed, "house": house, "dest": dest, "evil": evil, "tamper": tamper}
 
@@ -191,16 +161,6 @@ def test_pip_refuses_a_wheel_altered_after_the_check(bed):
     assert bed["installed"]() is None
 
 
-def _index_reachable() -> bool:
-    import urllib.request
-
-    try:
-        urllib.request.urlopen("https://pypi.org/simple/six/", timeout=10).close()
-        return True
-    except OSError:
-        return False
-
-
 ONLINE_PLAY = """\
 ---
 - name: Build a wheelhouse
@@ -217,7 +177,7 @@ ONLINE_PLAY = """\
 """
 
 
-@pytest.mark.skipif(not _index_reachable(), reason="the package index cannot be reached")
+@pytest.mark.skipif(not index_reachable(), reason="the package index cannot be reached")
 def test_online_a_wheel_altered_in_the_cache_is_named_and_downloaded_again(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text(ONLINE_PLAY)
