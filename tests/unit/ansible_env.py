@@ -118,3 +118,14 @@ def index_reachable() -> bool:
         return True
     except OSError:
         return False
+
+
+def yaml_mappings(node):
+    """Every mapping in a parsed YAML document (plays, tasks, blocks, ...), depth first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from yaml_mappings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from yaml_mappings(item)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_env import run_playbook
+from ansible_env import run_playbook, yaml_mappings
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCEPTANCE = {"verify": ROOT / "playbooks" / "verify.yml", "benchmark": ROOT / "playbooks" / "benchmark.yml"}
@@ -39,14 +39,6 @@ def role_options(role: str) -> set:
     return names | set(defaults)
 
 
-def _plays_and_tasks(node):
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _plays_and_tasks(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _plays_and_tasks(item)
 
 
 def results(stdout: str, task_name: str) -> list[dict]:
@@ -66,7 +58,7 @@ def test_the_playbook_sets_no_setting_of_its_role(role):
     options = {name for name in role_options(role) if not name.startswith("__")}
     assert options, role
     set_here = []
-    for node in _plays_and_tasks(yaml.safe_load(ACCEPTANCE[role].read_text())):
+    for node in yaml_mappings(yaml.safe_load(ACCEPTANCE[role].read_text())):
         for key in OUTRANKING:
             if node.get(key):
                 names = set(node[key]) if isinstance(node[key], dict) else {str(node[key])}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_env import yaml_mappings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
@@ -31,15 +32,6 @@ def documented_entry_points() -> set:
     return pairs
 
 
-def _tasks(node):
-    """Every mapping in a parsed YAML document (tasks, blocks, plays, ...)."""
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _tasks(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
 
 
 def cross_role_calls():
@@ -48,7 +40,7 @@ def cross_role_calls():
     files.append(ROOT / "site.yml")
     for path in files:
         caller = path.parts[-3] if "roles" in path.parts else None
-        for task in _tasks(yaml.safe_load(path.read_text())):
+        for task in yaml_mappings(yaml.safe_load(path.read_text())):
             for key in KEYS:
                 call = task.get(key)
                 if isinstance(call, dict) and "tasks_from" in call and call.get("name") != caller:
