@@ -39,8 +39,6 @@ def role_options(role: str) -> set:
     return names | set(defaults)
 
 
-
-
 def results(stdout: str, task_name: str) -> list[dict]:
     """Every host result of the tasks named ``task_name``, the role prefix aside (json callback)."""
     doc = json.loads(stdout)

@@ -32,8 +32,6 @@ def documented_entry_points() -> set:
     return pairs
 
 
-
-
 def cross_role_calls():
     """(file, caller role or None, callee role, tasks_from) for every include/import_role with tasks_from."""
     files = sorted((ROOT / "roles").glob("*/tasks/*.yml")) + sorted((ROOT / "playbooks").glob("*.yml"))
