@@ -1,5 +1,6 @@
-"""roles/artifacts/tasks/build_cache.yml (build once, ship many) run by real
-ansible-playbook on the controller, with localhost as the node and a small
+"""roles/artifacts build_check / build_install (build once, ship many) run by real
+ansible-playbook on the controller, in the order a component calls them (check, its own build
+on the builder, install), with localhost as the node and a small
 real build (a shell program written into the staging prefix). The OpenMPI
 build through the same tasks is proven by `molecule test -s openmpi`.
 """
@@ -77,17 +78,34 @@ PLAY = """\
       when: barrier | default(false) | bool
 
     - name: Build or install
-      ansible.builtin.include_role:
-        name: artifacts
-        tasks_from: build_cache
       vars:
         artifacts_build_name: hello
         artifacts_build_fingerprint: {{flag: "{{{{ flag }}}}", os: test}}
         artifacts_build_prefix: "{prefix}"
-        artifacts_build_tasks: "{tasks}"
         artifacts_build_work_root: "{work}"
         artifacts_build_owner: "{{{{ owner }}}}"
         artifacts_build_keep: [envs]
+      block:
+        - name: Look for the build
+          ansible.builtin.include_role:
+            name: artifacts
+            tasks_from: build_check
+
+        - name: Build it (the caller's own task file, on the builder only)
+          when: artifacts_build_result.build_here | bool
+          block:
+            - name: Build
+              ansible.builtin.include_tasks: "{tasks}"
+          rescue:
+            - name: Release the build cache entry and fail with the build's error
+              ansible.builtin.include_role:
+                name: artifacts
+                tasks_from: build_release
+
+        - name: Store and install it
+          ansible.builtin.include_role:
+            name: artifacts
+            tasks_from: build_install
 
     - name: Report
       ansible.builtin.debug:

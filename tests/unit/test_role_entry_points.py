@@ -49,7 +49,9 @@ def cross_role_calls():
 def test_the_document_lists_entry_points():
     expected = {
         ("artifacts", "fetch"),
-        ("artifacts", "build_cache"),
+        ("artifacts", "build_check"),
+        ("artifacts", "build_install"),
+        ("artifacts", "build_release"),
         ("common", "import_facts"),
         # the acceptance roles' later plays (playbooks/verify.yml, playbooks/benchmark.yml)
         ("verify", "table"),
@@ -74,3 +76,32 @@ def test_cross_role_task_files_are_documented_entry_points():
 @pytest.mark.parametrize("callee,entry", sorted(documented_entry_points()))
 def test_every_documented_entry_point_exists(callee, entry):
     assert (ROOT / "roles" / callee / "tasks" / f"{entry}.yml").is_file()
+
+
+TASK_FILE_KEYS = ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "include_tasks", "import_tasks")
+
+
+def included_task_files():
+    """(file, what include_tasks/import_tasks names) for every task file of every role."""
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        for task in yaml_mappings(yaml.safe_load(path.read_text())):
+            for key in TASK_FILE_KEYS:
+                target = task.get(key)
+                if isinstance(target, dict):
+                    target = target.get("file")
+                if target is not None:
+                    yield path.relative_to(ROOT), str(target)
+
+
+def test_no_role_includes_a_task_file_its_caller_names():
+    """A service never calls back into its caller: every include_tasks names a file of the role's
+    own tasks/ (a variable may choose among them, as pyenv's install-{{ provider }}.yml does, but
+    a path that is a variable as a whole, or leaves the role, is a callback)."""
+    files = list(included_task_files())
+    assert len(files) > 20  # the scan sees the roles' includes
+    bad = sorted(
+        f"{path}: {target}"
+        for path, target in files
+        if target.lstrip().startswith("{{") or "/" in target or ".." in target
+    )
+    assert not bad, "include_tasks of a file outside the role's tasks/ (a callback):\n" + "\n".join(bad)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lock around one build-cache entry on the controller (roles/artifacts/tasks/build_cache.yml).
+"""A lock around one build-cache entry on the controller (roles/artifacts build_check / build_install).
 
 Two runs that share one cache (make test's lanes, two operators) and want the same build must
 build it once: the first takes the lock, builds, stores the archive and its record and releases
