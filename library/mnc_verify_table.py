@@ -9,7 +9,8 @@ module: mnc_verify_table
 short_description: Judge the cluster acceptance checks and render a pass/fail table
 description:
   - Takes what C(playbooks/verify.yml) collected from the nodes (reachability, the hostfile, the
-    output of the rank check and of the point-to-point bandwidth run, OpenMPI facts, versions) and
+    output of the rank check and of the point-to-point bandwidth run, OpenMPI facts, versions, the
+    GPU probes) and
     returns one row per check with PASS, FAIL or SKIP, the rendered table, and the list of failures.
   - Runs on the controller; changes nothing. The checks are plain functions in
     C(module_utils/mnc_verify.py).
@@ -19,7 +20,9 @@ options:
       - One entry per inventory node, in inventory order.
       - Keys C(name), C(reachable) (bool), C(error), C(nodename) (what C(uname -n) prints),
         C(private_ip), C(versions) (dict from mnc_versions.py), C(versions_error),
-        C(openmpi) (dict with C(version), C(prefix), C(built_with), C(runtime)), C(openmpi_error).
+        C(openmpi) (dict with C(version), C(prefix), C(built_with), C(runtime)), C(openmpi_error),
+        C(use_gpu) (bool, the node's fact mnc_use_gpu), C(gpu_count) (its fact mnc_gpu_count) and, in GPU
+        mode, C(gpu_probe) (the run of C(mnc_gpu_probe.py node), keys as O(ranks)).
     type: list
     elements: dict
     required: true
@@ -47,6 +50,16 @@ options:
     description: Fail nodes whose OpenMPI lacks CUDA support (GPU mode); otherwise report them as SKIP.
     type: bool
     default: false
+  gpu_nccl:
+    description:
+      - The NCCL allreduce across the nodes (C(mnc_gpu_probe.py nccl-allreduce), one rank per node), keys as
+        O(ranks), or C(not_applicable) (a single node).
+      - Judged only where a node is in GPU mode; null there is a failure (not run).
+    type: dict
+  gpu_send:
+    description:
+      - The ring send of CuPy device buffers across the nodes (C(mnc_gpu_probe.py send gpu)), as O(gpu_nccl).
+    type: dict
   p2p_median_fraction:
     description:
       - A pair fails when its peak bandwidth is below this fraction of the median pair's (a bad
@@ -187,6 +200,8 @@ def main():
             "require_cuda": {"type": "bool", "default": False},
             "launcher": {"type": "str"},
             "p2p_median_fraction": {"type": "float", "default": 0.7},
+            "gpu_nccl": {"type": "dict"},
+            "gpu_send": {"type": "dict"},
             "report_dir": {"type": "path"},
             "latest_link": {"type": "path"},
         },
@@ -210,6 +225,8 @@ def main():
         p["require_cuda"],
         p["launcher"],
         p["p2p_median_fraction"] or None,
+        gpu_nccl=p["gpu_nccl"],
+        gpu_send=p["gpu_send"],
     )
     if p["report_dir"] and not module.check_mode:
         try:

@@ -184,7 +184,7 @@ def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
         desc = f"Open MPI {om.get('version', '?')} at {om.get('prefix', '?')}: built_with_cuda={built}"
         if om.get("runtime") is not None:
             desc += f", runtime={om.get('runtime')}"
-        if built is True and require and om.get("runtime") is not True:
+        if built is True and (require or n.get("use_gpu")) and om.get("runtime") is not True:
             # Built for CUDA but unable to use it here: every device buffer would fail or be staged.
             rows.append(row("openmpi cuda", n["name"], FAIL, desc + (
                 " (GPU mode: CUDA is not usable at run time; the accelerator/cuda plugin did not open. "
@@ -197,6 +197,410 @@ def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
         else:
             rows.append(row("openmpi cuda", n["name"], SKIP, desc + " (CPU mode: not required)"))
     return rows
+
+
+# --- the GPUs (module_utils/mnc_gpu_probe.py's output) -----------------------------------------
+
+CPU_MODE = "CPU mode (mnc_use_gpu false): the GPU checks (CUDA, cuDNN, NCCL, device-buffer MPI) are not run"
+
+
+def parse_probe(stdout: str) -> dict:
+    """The JSON document of mnc_gpu_probe.py (its last ``PROBE {...}`` line)."""
+    for line in reversed((stdout or "").strip().splitlines()):
+        if line.startswith("PROBE "):
+            return json.loads(line[6:])
+    raise ValueError("no PROBE line in the output")
+
+
+def _cuda_text(code) -> str:
+    return f"{code // 1000}.{code % 1000 // 10}" if isinstance(code, int) and code else "?"
+
+
+def _cudnn_text(code) -> str:
+    if not isinstance(code, int):
+        return "?"
+    if code >= 90000:  # cuDNN 9: major * 10000 + minor * 100 + patch
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def _nccl_text(code) -> str:
+    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}" if isinstance(code, int) else "?"
+
+
+def nccl_transport(lines: list[str]) -> dict:
+    """What NCCL's INFO lines say about the network: ``network`` (IB, Socket, ... or None)
+    and ``gdrdma`` (a channel runs over GPUDirect RDMA)."""
+    network = None
+    for line in lines or []:
+        m = re.search(r"Using network (\w+)", line) or re.search(r"via NET/(\w+)", line)
+        if m:
+            network = m.group(1)
+            if network == "IB":
+                break
+    return {"network": network, "gdrdma": any("GDRDMA" in line for line in lines or [])}
+
+
+def _active_ports(doc: dict) -> list[str]:
+    ports = ((doc.get("infiniband") or {}).get("ports")) or []
+    return [
+        f"{p['device']}:{p['port']} {p.get('link_layer') or '?'}"
+        for p in ports
+        if "ACTIVE" in str(p.get("state"))
+    ]
+
+
+def check_gpu_node(n: dict) -> list[dict]:
+    """A GPU-mode node's own GPU checks, from its ``gpu_probe`` run (mnc_gpu_probe.py node):
+    every GPU it has visible to CUDA from the MPI user's Python, a kernel on each, Chainer's
+    ``cudnn_enabled``, CuPy's NCCL binding (a single-rank allreduce)."""
+    name = n["name"]
+    run = n.get("gpu_probe")
+    want = int(n.get("gpu_count") or 0)
+    if not run or run.get("skipped_reason"):
+        why = (run or {}).get("skipped_reason") or "no result"
+        return [row("gpu cuda", name, FAIL, f"the GPU probe did not run: {why}")]
+    try:
+        doc = parse_probe(run.get("stdout", ""))
+    except ValueError:
+        what = "timed out" if run.get("rc") in (124, 137) else f"exited {run.get('rc')}"
+        return [
+            row(
+                "gpu cuda",
+                name,
+                FAIL,
+                f"the GPU probe {what} without a result: {_gist(run) or 'no output'}; run "
+                "mnc_gpu_probe.py node (in /usr/local/lib/mncluster/verify) as the MPI user there to see why",
+            )
+        ]
+    python = doc.get("python") or "the MPI user's Python"
+    cuda = doc.get("cuda") or {}
+    rows = []
+    count = cuda.get("count") or 0
+    usable = False
+    if cuda.get("error") or not count:
+        why = cuda.get("error") or "CuPy sees 0 CUDA devices"
+        rows.append(
+            row(
+                "gpu cuda",
+                name,
+                FAIL,
+                (
+                    f"CUDA is not usable from {python}: {why}; this node has {want} GPU(s) (mnc_gpu_count). "
+                    "Check nvidia-smi as the MPI user, that the driver supports the CUDA runtime "
+                    f"(CuPy {cuda.get('cupy', '?')}), /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES, and on "
+                    "NVSwitch (HGX) machines that nvidia-fabricmanager runs"
+                ),
+            )
+        )
+    else:
+        devs = cuda.get("devices") or []
+        names = "; ".join(f"{d.get('name')} (cc {d.get('cc')})" for d in devs)
+        detail = (
+            f"{count} GPU(s) visible to CUDA from {python}: {names}; driver CUDA "
+            f"{_cuda_text(cuda.get('driver'))}, "
+            f"runtime {_cuda_text(cuda.get('runtime'))}, CuPy {cuda.get('cupy', '?')}"
+        )
+        broken = [
+            f"GPU {i}" + (f" ({d['error']})" if d.get("error") else "")
+            for i, d in enumerate(devs)
+            if not d.get("kernel")
+        ]
+        if want and count != want:
+            rows.append(
+                row(
+                    "gpu cuda",
+                    name,
+                    FAIL,
+                    detail
+                    + (
+                        f"; but the node has {want} (mnc_gpu_count, lspci): check CUDA_VISIBLE_DEVICES in "
+                        "the MPI "
+                        "user's environment, nvidia-smi -L, and the driver's messages (dmesg | grep -i nvrm)"
+                    ),
+                )
+            )
+        elif broken:
+            rows.append(
+                row(
+                    "gpu cuda",
+                    name,
+                    FAIL,
+                    detail
+                    + (
+                        f"; a kernel failed or summed wrong on {', '.join(broken)}: check nvidia-smi -q "
+                        "(ECC, retired pages, Xid errors in dmesg)"
+                    ),
+                )
+            )
+        else:
+            usable = True
+            rows.append(row("gpu cuda", name, PASS, detail + "; a kernel ran on each"))
+    if not usable:
+        blocked = "not checked: CUDA is not usable here (see gpu cuda)"
+        return [*rows, row("gpu cudnn", name, SKIP, blocked), row("gpu nccl", name, SKIP, blocked)]
+
+    cudnn, chainer = doc.get("cudnn") or {}, doc.get("chainer") or {}
+    cupy = str(cuda.get("cupy", "?"))
+    loaded = (
+        f"CuPy {cupy} loads cuDNN {_cudnn_text(cudnn['version'])}"
+        if "version" in cudnn
+        else f"CuPy {cupy} loads no cuDNN ({cudnn.get('error', '?')})"
+    )
+    if cupy.split(".")[0].isdigit() and int(cupy.split(".")[0]) >= 14:
+        fix = (
+            "CuPy 14 has no cuDNN support: pin CuPy 13.x with cuDNN 8 "
+            "(stack_cupy_version, stack_cudnn_version)"
+        )
+    else:
+        fix = (
+            "CuPy 13 loads libcudnn.so.8 (cuDNN 8.8 or later): install cuDNN 8 with the cudnn role "
+            "(stack_cudnn_version 8.9.x) and check ldconfig -p | grep libcudnn.so.8"
+        )
+    if chainer.get("error"):
+        rows.append(row("gpu cudnn", name, FAIL, f"Chainer does not import in {python}: {chainer['error']}"))
+    elif not chainer.get("available"):
+        rows.append(
+            row(
+                "gpu cudnn",
+                name,
+                FAIL,
+                (
+                    f"Chainer {chainer.get('chainer')} cannot use CuPy {cupy}: {chainer.get('why') or '?'}; "
+                    "install the pinned CuPy (stack_cupy_package, stack_cupy_version) into this Python"
+                ),
+            )
+        )
+    elif not chainer.get("cudnn_enabled"):
+        rows.append(
+            row(
+                "gpu cudnn",
+                name,
+                FAIL,
+                (
+                    f"chainer.backends.cuda.cudnn_enabled is False: Chainer {chainer.get('chainer')} would "
+                    "train "
+                    f"without cuDNN; {loaded}; {fix}"
+                ),
+            )
+        )
+    else:
+        rows.append(
+            row("gpu cudnn", name, PASS, f"Chainer {chainer.get('chainer')}: cudnn_enabled True; {loaded}")
+        )
+
+    nccl = doc.get("nccl") or {}
+    install = "install NCCL 2 with the nccl role so that libnccl.so.2 is on the loader path (ldconfig -p)"
+    if nccl.get("missing"):
+        rows.append(
+            row("gpu nccl", name, FAIL, f"CuPy's NCCL binding finds no NCCL: {nccl['missing']}; {install}")
+        )
+    elif nccl.get("error"):
+        rows.append(row("gpu nccl", name, FAIL, f"CuPy's NCCL binding: {nccl['error']}; {install}"))
+    elif not nccl.get("ok"):
+        rows.append(
+            row(
+                "gpu nccl",
+                name,
+                FAIL,
+                (
+                    f"NCCL {_nccl_text(nccl.get('version'))}: a single-rank allreduce gave "
+                    f"{nccl.get('got')}, expected "
+                    f"{nccl.get('want')}: check the GPU (nvidia-smi -q) and the NCCL build for this CUDA"
+                ),
+            )
+        )
+    else:
+        rows.append(
+            row(
+                "gpu nccl",
+                name,
+                PASS,
+                (
+                    f"NCCL {_nccl_text(nccl.get('version'))} loads through cupy.cuda.nccl; a single-rank "
+                    "allreduce "
+                    f"on GPU {nccl.get('device', 0)} is right"
+                ),
+            )
+        )
+    return rows
+
+
+def _ranks_of(check: str, run: dict | None, fix: str) -> tuple[list[dict] | None, list[dict]]:
+    """(the per-rank parts of a cross-node probe run, or None, and the rows when it did not give them)."""
+    if run is None:
+        return None, [row(check, "cluster", FAIL, "not run")]
+    if run.get("not_applicable"):
+        return None, [row(check, "cluster", SKIP, run["not_applicable"])]
+    if run.get("skipped_reason"):
+        return None, [row(check, "cluster", FAIL, f"not run: {run['skipped_reason']}")]
+    try:
+        doc = parse_probe(run.get("stdout", ""))
+    except ValueError:
+        what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
+        gist = _gist(run)
+        return None, [row(check, "cluster", FAIL, what + (f": {gist}" if gist else "") + f"; {fix}")]
+    return list(doc.get("ranks") or []), []
+
+
+def check_gpu_cluster(nodes: list[dict], nccl_run: dict | None, send_run: dict | None) -> list[dict]:
+    """Across the nodes, one rank per node: an NCCL allreduce of device buffers (the right sum on
+    every rank; on InfiniBand/RoCE, NCCL's IB transport, with GPUDirect RDMA where nvidia_peermem is
+    loaded) and an mpi4py ring send of CuPy device buffers (CUDA-aware MPI, proven by use)."""
+    answered = [n for n in nodes if n.get("reachable", True)]
+    gpu = [n for n in answered if n.get("use_gpu")]
+    if not gpu:
+        return [row("gpu across nodes", "cluster", SKIP, "no node in GPU mode (mnc_use_gpu): not run")]
+    cpu = [n["name"] for n in answered if not n.get("use_gpu")]
+    if cpu:
+        why = (
+            f"not run: {', '.join(cpu)} in CPU mode; ChainerMN on GPUs needs every node in GPU mode "
+            "(mnc_accelerator)"
+        )
+        return [row("gpu nccl allreduce", "cluster", FAIL, why), row("gpu device send", "cluster", FAIL, why)]
+    by_host = {n.get("nodename") or n["name"]: n for n in gpu}
+    rows = []
+
+    nccl_fix = (
+        "check the gpu nccl rows, NCCL_SOCKET_IFNAME / NCCL_IB_HCA in /etc/nccl.conf (mpi_network), and that "
+        "the nodes reach each other on the private network"
+    )
+    ranks, rows_nccl = _ranks_of("gpu nccl allreduce", nccl_run, nccl_fix)
+    rows += rows_nccl
+    if ranks is not None:
+        problems = []
+        for r in ranks:
+            who = f"rank {r.get('rank')} on {r.get('host')}"
+            if r.get("missing"):
+                problems.append(f"{who}: CuPy finds no NCCL ({r['missing']})")
+            elif r.get("error"):
+                problems.append(f"{who}: {r['error']}")
+            elif not r.get("ok"):
+                problems.append(f"{who} got {r.get('got')}, expected {r.get('want')}")
+        hosts = sorted({r.get("host") for r in ranks})
+        missing = sorted(set(by_host) - set(hosts))
+        if missing:
+            problems.append(f"no rank on {', '.join(missing)}")
+        if len(ranks) < 2:
+            problems.append(f"{len(ranks)} rank(s): nothing crossed a node")
+        transport = nccl_transport([line for r in ranks for line in r.get("nccl_log") or []])
+        net = transport["network"] or "?"
+        if problems:
+            rows.append(row("gpu nccl allreduce", "cluster", FAIL, "; ".join(problems) + f"; {nccl_fix}"))
+        else:
+            r0 = ranks[0]
+            rows.append(
+                row(
+                    "gpu nccl allreduce",
+                    "cluster",
+                    PASS,
+                    (
+                        f"{len(ranks)} ranks, one per node: allreduce of {r0.get('bytes', 0) >> 20} MiB "
+                        "float32 device "
+                        f"buffers gave {r0.get('want'):g} on every rank; NCCL "
+                        f"{_nccl_text(r0.get('version'))}, "
+                        f"network {net}"
+                    ),
+                )
+            )
+            rows += _check_ib(ranks, by_host)
+
+    send_fix = (
+        "OpenMPI must be built --with-cuda (see openmpi cuda) and mpi4py built against it "
+        "(mnc_openmpi_prefix); a device pointer given to an MPI that is not CUDA-aware crashes or arrives "
+        "wrong"
+    )
+    ranks, rows_send = _ranks_of("gpu device send", send_run, send_fix)
+    rows += rows_send
+    if ranks is not None:
+        problems = [
+            f"rank {r.get('rank')} on {r.get('host')}: "
+            + (r["error"] if r.get("error") else f"the buffer from rank {r.get('from')} arrived wrong")
+            for r in ranks
+            if not r.get("ok")
+        ]
+        if len(ranks) < 2:
+            problems.append(f"{len(ranks)} rank(s): nothing crossed a node")
+        if problems:
+            rows.append(row("gpu device send", "cluster", FAIL, "; ".join(problems) + f"; {send_fix}"))
+        else:
+            rows.append(
+                row(
+                    "gpu device send",
+                    "cluster",
+                    PASS,
+                    (
+                        f"{len(ranks)} ranks, one per node: {ranks[0].get('bytes', 0) >> 20} MiB CuPy device "
+                        "buffers "
+                        "sent around the ring with mpi4py arrived intact (CUDA-aware MPI in use)"
+                    ),
+                )
+            )
+    return rows
+
+
+def _check_ib(ranks: list[dict], by_host: dict) -> list[dict]:
+    """On a node with an active InfiniBand/RoCE port, NCCL must use its IB transport, and GPUDirect
+    RDMA where nvidia_peermem is loaded."""
+    rows = []
+    for r in ranks:
+        n = by_host.get(r.get("host"))
+        if n is None:
+            continue
+        try:
+            doc = parse_probe((n.get("gpu_probe") or {}).get("stdout", ""))
+        except ValueError:
+            doc = {}
+        ports = _active_ports(doc)
+        if not ports:
+            continue
+        peermem = bool((doc.get("infiniband") or {}).get("peermem"))
+        t = nccl_transport(r.get("nccl_log") or [])
+        where = f"active port(s) {', '.join(ports)}"
+        if t["network"] != "IB":
+            rows.append(
+                row(
+                    "gpu ib transport",
+                    n["name"],
+                    FAIL,
+                    (
+                        f"{where}, but NCCL uses {t['network'] or 'an unknown network'}, not NET/IB: install "
+                        "rdma-core "
+                        "(libibverbs) for NCCL, check NCCL_IB_HCA (mpi_network_ib_hca) and that "
+                        "NCCL_IB_DISABLE is unset"
+                    ),
+                )
+            )
+        elif peermem and not t["gdrdma"]:
+            rows.append(
+                row(
+                    "gpu ib transport",
+                    n["name"],
+                    FAIL,
+                    (
+                        f"{where}; NCCL uses NET/IB, but not GPUDirect RDMA although nvidia_peermem is "
+                        "loaded: "
+                        "check nvidia-smi topo -m (GPU and HCA under one PCIe switch) and NCCL_NET_GDR_LEVEL"
+                    ),
+                )
+            )
+        else:
+            gdr = (
+                "with GPUDirect RDMA" if t["gdrdma"] else "without GPUDirect RDMA (nvidia_peermem not loaded)"
+            )
+            rows.append(row("gpu ib transport", n["name"], PASS, f"{where}; NCCL uses NET/IB {gdr}"))
+    return rows
+
+
+def check_gpu(nodes: list[dict], nccl_run: dict | None = None, send_run: dict | None = None) -> list[dict]:
+    """Every GPU check: each GPU-mode node's own (:func:`check_gpu_node`), a SKIP row naming CPU
+    mode for the others, then the checks across nodes (:func:`check_gpu_cluster`)."""
+    rows = []
+    for n in nodes:
+        if not n.get("reachable", True):
+            continue
+        rows += check_gpu_node(n) if n.get("use_gpu") else [row("gpu", n["name"], SKIP, CPU_MODE)]
+    return rows + check_gpu_cluster(nodes, nccl_run, send_run)
 
 
 # --- point-to-point bandwidth ------------------------------------------------------------------
@@ -423,10 +827,14 @@ def evaluate(
     require_cuda,
     launcher=None,
     p2p_median_fraction=0.7,
+    gpu_nccl=None,
+    gpu_send=None,
 ) -> dict:
     """Every check's rows, the rendered table, and whether the cluster passed.
 
     ``launcher``: the inventory name of the node mpiexec ran on (None: not known).
+    ``gpu_nccl``, ``gpu_send``: the cross-node GPU runs (mnc_gpu_probe.py nccl-allreduce, send gpu),
+    shaped like ``p2p_run``; see :func:`check_gpu`.
     """
     entries = parse_hostfile(hostfile_text) if hostfile_text is not None else []
     by_ip = {n.get("private_ip"): n for n in nodes}
@@ -443,6 +851,7 @@ def evaluate(
     launcher_node = next((n for n in nodes if n.get("name") == launcher), {})
     rows += check_ranks(ranks_run, expected, launcher_node.get("nodename") or launcher)
     rows += check_cuda(nodes, require_cuda)
+    rows += check_gpu(nodes, gpu_nccl, gpu_send)
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction, p2p_median_fraction)
     rows += check_versions(nodes)
     failures = [f"{r['check']} [{r['subject']}]: {r['detail']}" for r in rows if r["status"] == FAIL]

@@ -24,7 +24,10 @@ costs that check only), all within one overall deadline (--deadline, 540 s):
   train-gpu-*     python -m train --gpu at p=1: pure_nccl, double buffering, fp16
 
 Only the standard library is imported here; everything else is imported by
-the probes, so a missing or broken package is that check's SKIP or FAIL.
+the probes, so a missing or broken package is that check's SKIP or FAIL. The
+GPU probes (cuda, cudnn-*, nccl-allreduce, mpi-*-send) are
+module_utils/mnc_gpu_probe.py, the same program roles/verify runs on the
+nodes.
 """
 
 from __future__ import annotations
@@ -101,13 +104,30 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _probe_doc(out: str) -> dict | None:
+    for line in (out or "").splitlines():
+        if line.startswith("PROBE "):
+            return json.loads(line[6:])
+    return None
+
+
 def probe(code: str, timeout: float = 90) -> tuple[int | None, dict | None, str]:
     """Run ``code`` in this Python; it prints one JSON line prefixed 'PROBE '."""
     rc, out, err = run([sys.executable, "-c", code], timeout)
-    for line in out.splitlines():
-        if line.startswith("PROBE "):
-            return rc, json.loads(line[6:]), err
-    return rc, None, err
+    return rc, _probe_doc(out), err
+
+
+# The GPU probes are the ones verify runs on the nodes (one implementation).
+GPU_PROBE = ROOT / "module_utils" / "mnc_gpu_probe.py"
+
+
+def gpu_probe(args: list[str], timeout: float = 90, mpiexec: str | None = None):
+    """(rc, the probe's JSON document or None, stderr) of module_utils/mnc_gpu_probe.py ``args``."""
+    argv = [sys.executable, str(GPU_PROBE), *args]
+    if mpiexec:
+        argv = [mpiexec, "-n", "2", *argv]
+    rc, out, err = run(argv, timeout)
+    return rc, _probe_doc(out), err
 
 
 # --- what is here --------------------------------------------------------------
@@ -168,29 +188,6 @@ def check_nvidia_smi() -> dict:
 
 # --- CUDA, cuDNN, NCCL through CuPy -----------------------------------------------
 
-CUDA_PROBE = r"""
-import json
-out = {}
-try:
-    import cupy
-    rt = cupy.cuda.runtime
-    out["cupy"] = cupy.__version__
-    out["count"] = rt.getDeviceCount()
-    out["driver"] = rt.driverGetVersion()
-    out["runtime"] = rt.runtimeGetVersion()
-    out["devices"] = []
-    for i in range(out["count"]):
-        p = rt.getDeviceProperties(i)
-        name = p["name"].decode() if isinstance(p["name"], bytes) else p["name"]
-        out["devices"].append({"name": name, "cc": f"{p['major']}.{p['minor']}",
-                               "mem_gib": round(p["totalGlobalMem"] / 2**30, 1)})
-    x = cupy.arange(1 << 20, dtype=cupy.float32)
-    out["kernel"] = float((x * 2).sum()) == float(2 * (1 << 20) * ((1 << 20) - 1) / 2)
-except Exception as exc:
-    out["error"] = f"{type(exc).__name__}: {exc}"[:400]
-print("PROBE " + json.dumps(out))
-"""
-
 
 def _cuda_version(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 10}" if code else "?"
@@ -206,7 +203,7 @@ def check_cuda(info: dict, smi: dict) -> bool:
         NO_GPU = f"CuPy not importable (see cuda){'' if smi.get('gpus') else '; no GPU here'}"
         report("SKIP", "cuda", f"CuPy not importable: {info.get('cupy_error', 'not installed')}")
         return False
-    rc, res, err = probe(CUDA_PROBE, 120)
+    rc, res, err = gpu_probe(["cuda"], 120)
     if res is None:
         report("FAIL", "cuda", f"the CuPy probe died (rc={rc}): {last_line(err)}")
         return False
@@ -239,34 +236,6 @@ def check_cuda(info: dict, smi: dict) -> bool:
         return False
     report("PASS", "cuda", detail + "; a kernel ran")
     return True
-
-
-CUDNN_PROBE = r"""
-import json
-out = {}
-try:
-    import cupy.cuda.cudnn as c
-    out["version"] = c.getVersion()
-except Exception as exc:
-    out["error"] = f"{type(exc).__name__}: {exc}"[:400]
-print("PROBE " + json.dumps(out))
-"""
-
-CHAINER_PROBE = r"""
-import json
-out = {}
-try:
-    import chainer
-    from chainer.backends import cuda
-    out["chainer"] = chainer.__version__
-    out["available"] = bool(cuda.available)
-    out["cudnn_enabled"] = bool(cuda.cudnn_enabled)
-    if not cuda.available:
-        out["why"] = str(getattr(cuda, "_resolution_error", "") or "")[:300]
-except Exception as exc:
-    out["error"] = f"{type(exc).__name__}: {exc}"[:400]
-print("PROBE " + json.dumps(out))
-"""
 
 
 def _major(version) -> int:
@@ -306,7 +275,7 @@ def check_cudnn(info: dict, gpu: bool) -> None:
             "Chainer needs CuPy 13 with cuDNN 8 for it",
         )
     else:
-        rc, res, err = probe(CUDNN_PROBE, 90)
+        rc, res, err = gpu_probe(["cudnn"], 90)
         if res is None or "error" in res:
             why = res["error"] if res else f"probe died (rc={rc}): {last_line(err)}"
             report(
@@ -326,7 +295,7 @@ def check_cudnn(info: dict, gpu: bool) -> None:
     if blocker:
         report("SKIP", "cudnn-chainer", blocker)
         return
-    rc, res, err = probe(CHAINER_PROBE, 120)
+    rc, res, err = gpu_probe(["chainer"], 120)
     if res is None or "error" in res:
         why = res["error"] if res else f"probe died (rc={rc}): {last_line(err)}"
         report("FAIL", "cudnn-chainer", f"Chainer {info['chainer']} does not import: {why}")
@@ -347,37 +316,12 @@ def check_cudnn(info: dict, gpu: bool) -> None:
         report("PASS", "cudnn-chainer", f"Chainer {res['chainer']}: cuda available, cudnn_enabled True")
 
 
-NCCL_PROBE = r"""
-import json
-out = {}
-try:
-    import cupy
-    from cupy.cuda import nccl
-    if not getattr(nccl, "available", True):
-        out["missing"] = str(getattr(nccl, "_import_error", "") or "CuPy found no NCCL library")[:300]
-        print("PROBE " + json.dumps(out))
-        raise SystemExit(0)
-    out["version"] = nccl.get_version()
-    n = 1 << 22
-    x = cupy.full(n, 3, dtype=cupy.float32)
-    y = cupy.zeros(n, dtype=cupy.float32)
-    comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
-    stream = cupy.cuda.Stream.null
-    comm.allReduce(x.data.ptr, y.data.ptr, n, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream.ptr)
-    stream.synchronize()
-    out["ok"] = bool((y == 3).all())
-    out["bytes"] = 4 * n
-except Exception as exc:
-    out["error"] = f"{type(exc).__name__}: {exc}"[:400]
-print("PROBE " + json.dumps(out))
-"""
-
-
 def check_nccl(gpu: bool) -> None:
     if not gpu:
         report("SKIP", "nccl-allreduce", NO_GPU)
         return
-    rc, res, err = probe(NCCL_PROBE, 120)
+    rc, doc, err = gpu_probe(["nccl-allreduce"], 120)
+    res = doc["ranks"][0] if doc and doc.get("ranks") else None
     if res is not None and "missing" in res:
         report(
             "SKIP",
@@ -403,31 +347,6 @@ def check_nccl(gpu: bool) -> None:
 
 # --- MPI -------------------------------------------------------------------------
 
-SEND = r"""
-import sys
-use_gpu = sys.argv[1] == "gpu"
-from mpi4py import MPI
-comm = MPI.COMM_WORLD
-if use_gpu:
-    import cupy as xp
-    xp.cuda.Device(0).use()
-else:
-    import numpy as xp
-n = 1 << 20
-if comm.rank == 0:
-    buf = xp.arange(n, dtype=xp.float32)
-    if use_gpu:
-        xp.cuda.get_current_stream().synchronize()
-    comm.Send([buf, MPI.FLOAT], dest=1, tag=7)
-else:
-    buf = xp.zeros(n, dtype=xp.float32)
-    if use_gpu:
-        xp.cuda.get_current_stream().synchronize()
-    comm.Recv([buf, MPI.FLOAT], source=0, tag=7)
-    ok = bool((buf == xp.arange(n, dtype=xp.float32)).all())
-    print(f"SEND {'ok' if ok else 'wrong'} {4 * n}", flush=True)
-"""
-
 
 def mpi_tools(info: dict) -> tuple[str | None, str | None]:
     """(mpiexec, why not) for the MPI checks."""
@@ -439,8 +358,16 @@ def mpi_tools(info: dict) -> tuple[str | None, str | None]:
     return mpiexec, None
 
 
-def _send(mpiexec: str, kind: str, timeout: float):
-    return run([mpiexec, "-n", "2", sys.executable, "-c", SEND, kind], timeout)
+def _send(mpiexec: str, kind: str, timeout: float) -> tuple[bool, str]:
+    """(every rank got its buffer intact, what went wrong) for ``mpiexec -n 2`` on this machine."""
+    rc, doc, err = gpu_probe(["send", kind], timeout, mpiexec=mpiexec)
+    ranks = (doc or {}).get("ranks") or []
+    if rc == 0 and len(ranks) == 2 and all(r.get("ok") for r in ranks):
+        return True, ""
+    errors = [r["error"] for r in ranks if r.get("error")] or [
+        f"rank {r['rank']} received a wrong buffer" for r in ranks if r.get("ok") is False
+    ]
+    return False, f"rc={rc}: " + ("; ".join(errors) or last_line(err) or "no result")
 
 
 def check_mpi_host(info: dict) -> str | None:
@@ -448,15 +375,15 @@ def check_mpi_host(info: dict) -> str | None:
     if why:
         report("SKIP", "mpi-host-send", why)
         return None
-    rc, out, err = _send(mpiexec, "cpu", 120)
-    if rc == 0 and "SEND ok" in out:
+    ok, why = _send(mpiexec, "cpu", 120)
+    if ok:
         report(
             "PASS",
             "mpi-host-send",
             f"{mpiexec} -n 2: 4 MiB host buffer arrived intact (mpi4py {info['mpi4py']})",
         )
         return mpiexec
-    report("FAIL", "mpi-host-send", f"{mpiexec} -n 2 (rc={rc}): {last_line(err or out)}")
+    report("FAIL", "mpi-host-send", f"{mpiexec} -n 2 ({why})")
     return None
 
 
@@ -492,14 +419,14 @@ def check_mpi_device(info: dict, mpiexec: str | None, gpu: bool) -> None:
     if not aware:
         report("SKIP", "mpi-device-send", "OpenMPI is not CUDA-aware here (see mpi-cuda-aware)")
         return
-    rc, out, err = _send(mpiexec, "gpu", 180)
-    if rc == 0 and "SEND ok" in out:
+    ok, why = _send(mpiexec, "gpu", 180)
+    if ok:
         report("PASS", "mpi-device-send", "2 ranks on GPU 0: 4 MiB CuPy device buffer arrived intact")
     else:
         report(
             "FAIL",
             "mpi-device-send",
-            f"rc={rc}: {last_line(err or out)}; a --with-cuda OpenMPI must "
+            f"{why}; a --with-cuda OpenMPI must "
             "accept device pointers (check that mpi4py was built against this OpenMPI)",
         )
 

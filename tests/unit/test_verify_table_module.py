@@ -94,3 +94,17 @@ def test_report_files_written_with_matrix_and_heat_map(tmp_path):
 def test_bad_median_fraction_is_refused():
     res = run_module({"nodes": NODES[:1], "p2p_median_fraction": 1.5})
     assert res["failed"] is True and "p2p_median_fraction" in res["msg"]
+
+
+def test_gpu_runs_reach_the_judging_and_an_unusable_cuda_fails():
+    probe = {"python": "/usr/bin/python3", "cuda": {"error": "CUDARuntimeError: cudaErrorNoDevice"}}
+    node = dict(NODES[0], use_gpu=True, gpu_count=4,
+                gpu_probe={"rc": 0, "stdout": "PROBE " + json.dumps(probe), "stderr": ""})  # fmt: skip
+    single = {"not_applicable": "a single node"}
+    args = {"nodes": [node], "hostfile": "10.0.0.1 slots=4\n", "ranks": {"rc": 0}, "p2p": single}
+    res = run_module(dict(args, gpu_nccl=single, gpu_send=single, require_cuda=True))
+    assert not res.get("failed"), res
+    statuses = {(r["check"], r["subject"]): r["status"] for r in res["rows"]}
+    assert statuses[("gpu cuda", "n1")] == "FAIL"
+    assert statuses[("gpu nccl allreduce", "cluster")] == "SKIP"
+    assert any(f.startswith("gpu cuda [n1]: CUDA is not usable") for f in res["failures"]), res["failures"]
