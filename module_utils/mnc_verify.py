@@ -307,32 +307,17 @@ def check_gpu_node(n: dict) -> list[dict]:
             if not d.get("kernel")
         ]
         if want and count != want:
-            rows.append(
-                row(
-                    "gpu cuda",
-                    name,
-                    FAIL,
-                    detail
-                    + (
-                        f"; but the node has {want} (mnc_gpu_count, lspci): check CUDA_VISIBLE_DEVICES in "
-                        "the MPI "
-                        "user's environment, nvidia-smi -L, and the driver's messages (dmesg | grep -i nvrm)"
-                    ),
-                )
+            why = (
+                f"; but the node has {want} (mnc_gpu_count, lspci): check CUDA_VISIBLE_DEVICES in "
+                "the MPI user's environment, nvidia-smi -L, and the driver's messages (dmesg | grep -i nvrm)"
             )
+            rows.append(row("gpu cuda", name, FAIL, detail + why))
         elif broken:
-            rows.append(
-                row(
-                    "gpu cuda",
-                    name,
-                    FAIL,
-                    detail
-                    + (
-                        f"; a kernel failed or summed wrong on {', '.join(broken)}: check nvidia-smi -q "
-                        "(ECC, retired pages, Xid errors in dmesg)"
-                    ),
-                )
+            why = (
+                f"; a kernel failed or summed wrong on {', '.join(broken)}: check nvidia-smi -q "
+                "(ECC, retired pages, Xid errors in dmesg)"
             )
+            rows.append(row("gpu cuda", name, FAIL, detail + why))
         else:
             usable = True
             rows.append(row("gpu cuda", name, PASS, detail + "; a kernel ran on each"))
