@@ -127,7 +127,8 @@ def summarize(parsed: dict) -> dict:
         for host, r in t["hosts"].items():
             if r["status"] in ("ok", "failed") and host not in CONTROLLER:
                 per_node[host] = per_node.get(host, 0) + 1
-                items_per_node[host] = items_per_node.get(host, 0) + (r["items"] if r["items"] is not None else 1)
+                ran = r["items"] if r["items"] is not None else 1
+                items_per_node[host] = items_per_node.get(host, 0) + ran
             if r["changed"]:
                 changed_tasks.append(f"{host}: {t['name']}")
     slowest = sorted(parsed["tasks"], key=lambda t: t["end"] - t["start"], reverse=True)[:SLOWEST]
@@ -160,9 +161,11 @@ def markdown(records: list[dict]) -> str:
     out = [
         "# Scale benchmark",
         "",
-        f"CPU share per node (podman --cpus): {', '.join(cpus)}. Host: {records[0].get('host_cpus', '?')} CPUs "
-        "when it ran. Tasks and loop items per node: the busiest node. Ratio: wall time over the same "
-        f"run's at N = {REFERENCE_N}. Load: the host's 1-minute load average at the end of the run.",
+        f"CPU share per node (podman --cpus): {', '.join(cpus)}. "
+        f"Host: {records[0].get('host_cpus', '?')} CPUs when it ran. "
+        "Tasks and loop items per node: the busiest node. "
+        f"Ratio: wall time over the same run's at N = {REFERENCE_N}. "
+        "Load: the host's 1-minute load average at the end of the run.",
         "",
         f"| N | run | wall (s) | ratio to N={REFERENCE_N} | tasks per node | loop items per node | load | "
         "five slowest tasks (s) |",
@@ -173,11 +176,13 @@ def markdown(records: list[dict]) -> str:
         slow = "; ".join(f"{s['name']} ({s['seconds']:.1f})" for s in r["slowest"]).replace("|", "\\|")
         out.append(
             f"| {r['n']} | {TITLES[r['run']]} | {r['wall_s']:.1f} | {'-' if q is None else f'{q:.2f}x'} | "
-            f"{_busiest(r['tasks_per_node'])} | {_busiest(r['items_per_node'])} | {r.get('load', '-')} | {slow} |"
+            f"{_busiest(r['tasks_per_node'])} | {_busiest(r['items_per_node'])} | "
+            f"{r.get('load', '-')} | {slow} |"
         )
     other = [r for r in records if r["run"] not in TABLED]
     if other:
-        out += ["", "Other steps (not the benchmark's subject):", "", "| N | step | wall (s) |", "|---|---|---|"]
+        out += ["", "Other steps (not the benchmark's subject):", ""]
+        out += ["| N | step | wall (s) |", "|---|---|---|"]
         out += [f"| {r['n']} | {TITLES.get(r['run'], r['run'])} | {r['wall_s']:.1f} |" for r in other]
     return "\n".join(out) + "\n"
 
@@ -189,13 +194,15 @@ def plot(records: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    cpus = ", ".join(sorted({str(r.get("cpus") or "no cap") for r in records}))
     for run in TABLED:
         points = sorted((r["n"], r["wall_s"]) for r in records if r["run"] == run)
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=TITLES[run])
+    ax.set_xticks(sorted({r["n"] for r in records}))
     ax.set_xlabel("nodes (N)")
     ax.set_ylabel("wall time (s)")
-    ax.set_title("mncluster scale benchmark")
+    ax.set_title(f"mncluster scale benchmark ({cpus} CPU per node)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend()
