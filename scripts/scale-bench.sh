@@ -103,7 +103,11 @@ cleanup() {
     [ -z "$current_n" ] || destroy "$current_n"
     # The table of what was measured, also when a run failed.
     [ ! -s "$results" ] || python3 scripts/scale_bench.py report "$results" "$out" > /dev/null || true
-    if [ $status -ne 0 ]; then say "FAILED (exit $status); logs and what was measured: $out"; fi
+    case $status in
+        0) ;;
+        130|143) say "interrupted; logs and what was measured: $out" ;;
+        *) say "FAILED (exit $status); logs and what was measured: $out" ;;
+    esac
     exit $status
 }
 trap cleanup EXIT

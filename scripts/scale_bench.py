@@ -205,7 +205,8 @@ def plot(records: list[dict], path: Path) -> None:
     ax.set_title(f"mncluster scale benchmark ({cpus} CPU per node)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    if ax.get_lines():
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
