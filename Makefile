@@ -8,11 +8,15 @@ SCENARIO ?= default
 NODES ?= 3
 # CPUs per sandbox node (podman --cpus), e.g. NODE_CPUS=0.5; empty: no cap.
 NODE_CPUS ?=
+# The scale benchmark (not part of `make test`): sandbox sizes and CPUs per node.
+SCALE_NODES ?= 1 3 8 16
+SCALE_CPUS ?= 0.5
 
-.PHONY: help venv lint unit molecule test demo sandbox sandbox-destroy clean
+.PHONY: help venv lint unit molecule test demo scale-bench sandbox sandbox-destroy clean
 help:
 	@echo "make demo   - sandbox cluster of $(NODES) containers + site.yml + verify + benchmark report"
 	@echo "make test   - the whole test suite (lint, pytest, molecule scenarios); what CI runs"
+	@echo "make scale-bench SCALE_NODES=\"1 3 8 16\" SCALE_CPUS=0.5 - sandboxes of N nodes: network/verify cold, no-op site.yml; table + PNG in reports/scale-*/"
 	@echo "make lint | unit | molecule SCENARIO=<name> | sandbox | sandbox-destroy | clean"
 
 venv:
@@ -32,6 +36,9 @@ test: venv
 
 demo: venv
 	@$(ACT) bash scripts/demo.sh $(NODES)
+
+scale-bench: venv
+	@$(ACT) bash scripts/scale-bench.sh -c "$(SCALE_CPUS)" $(SCALE_NODES)
 
 sandbox: venv
 	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_nodes=$(NODES) -e sandbox_node_cpus=$(NODE_CPUS)

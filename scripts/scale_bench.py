@@ -1,0 +1,315 @@
+"""The scale benchmark's bookkeeping (scripts/scale-bench.sh runs the sandboxes).
+
+Every timed ansible-playbook run of the benchmark writes its events with the
+ansible.posix.jsonl stdout callback, one JSON object a line, as they happen
+(a run that fails or is interrupted still leaves a log that parses). From
+such a log this module takes:
+
+  tasks per node   tasks that ran on the node (not skipped), counted per host
+                   of the run (localhost, the controller's plays, left out);
+                   the table shows the busiest node
+  items per node   the same with a loop counted by the items that ran
+  slowest tasks    the five task executions that took longest, from the
+                   task's start to its last host's result
+  changed          each host's changed count from the recap, and which tasks
+                   changed (a no-op run must have none)
+
+Subcommands (the shell script calls them; only the standard library is
+needed, and matplotlib for the PNG):
+
+  record  --log LOG --run NAME --n N --wall S [--cpus C] [--expect-unchanged] RESULTS
+          summarize one run, append it to RESULTS (JSON lines), print one
+          line; exit 1 when --expect-unchanged and something changed or failed
+  report  RESULTS OUTDIR
+          write OUTDIR/scale.md (the table) and OUTDIR/scale.png (time vs N),
+          print the table
+  trim    LOG
+          the log with each result cut to what record reads (a fixture that
+          parses exactly as the full log does)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+
+RESULT_EVENTS = {
+    "v2_runner_on_ok": "ok",
+    "v2_runner_on_failed": "failed",
+    "v2_runner_on_skipped": "skipped",
+    "v2_runner_on_unreachable": "unreachable",
+}
+START_EVENTS = {"v2_playbook_on_task_start", "v2_playbook_on_handler_task_start", "v2_runner_on_start"}
+CONTROLLER = {"localhost"}
+SLOWEST = 5
+# The runs the table shows, in its order; the others (sandbox, prepare,
+# converge) are recorded but only the benchmark's subject is tabled.
+TABLED = ["network-cold", "verify-cold", "noop"]
+TITLES = {
+    "sandbox": "sandbox up",
+    "prepare": "stages before network, cold",
+    "network-cold": "network stage, cold",
+    "middle": "chainer + scheduler, cold",
+    "verify-cold": "verify stage, cold",
+    "converge": "site.yml converge",
+    "noop": "site.yml no-op (2nd run)",
+}
+REFERENCE_N = 3
+
+
+def _time(stamp: str) -> float:
+    """The callback's UTC stamps: 2026-12-01T20:30:00.123456Z."""
+    return datetime.fromisoformat(stamp.rstrip("Z")).timestamp()
+
+
+def _events(lines):
+    for line in lines:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue  # anything else another plugin printed
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by an interrupted run
+        if isinstance(event, dict) and "_event" in event:
+            yield event
+
+
+def parse_log(lines) -> dict:
+    """One run's log (an iterable of lines) -> its tasks, per-host counts and recap."""
+    tasks: list[dict] = []
+    current: dict[str, dict] = {}  # task id -> its latest execution
+    play = ""
+    stats: dict = {}
+    for event in _events(lines):
+        kind = event["_event"]
+        if kind == "v2_playbook_on_play_start":
+            play = event["play"]["name"]
+            continue
+        if kind == "v2_playbook_on_stats":
+            stats = event.get("stats", {})
+            continue
+        task = event.get("task")
+        if not task:
+            continue
+        start = _time(task["duration"]["start"])
+        entry = current.get(task["id"])
+        if entry is None or (kind in START_EVENTS and start > entry["start"]):
+            entry = {"name": task["name"], "play": play, "start": start, "end": start, "hosts": {}}
+            current[task["id"]] = entry
+            tasks.append(entry)
+        if kind not in RESULT_EVENTS:
+            continue
+        for host, result in event.get("hosts", {}).items():
+            items = result.get("results") if isinstance(result.get("results"), list) else None
+            entry["hosts"][host] = {
+                "status": RESULT_EVENTS[kind] if not result.get("skipped") else "skipped",
+                "changed": bool(result.get("changed")),
+                "items": None if items is None
+                else sum(1 for r in items if not (isinstance(r, dict) and r.get("skipped"))),
+            }
+        end = task["duration"].get("end")
+        if end:
+            entry["end"] = max(entry["end"], _time(end))
+    return {"tasks": tasks, "stats": stats}
+
+
+def summarize(parsed: dict) -> dict:
+    """Counts per node, the slowest tasks, what changed or failed."""
+    per_node: dict[str, int] = {}
+    items_per_node: dict[str, int] = {}
+    changed_tasks: list[str] = []
+    for t in parsed["tasks"]:
+        for host, r in t["hosts"].items():
+            if r["status"] in ("ok", "failed") and host not in CONTROLLER:
+                per_node[host] = per_node.get(host, 0) + 1
+                ran = r["items"] if r["items"] is not None else 1
+                items_per_node[host] = items_per_node.get(host, 0) + ran
+            if r["changed"]:
+                changed_tasks.append(f"{host}: {t['name']}")
+    slowest = sorted(parsed["tasks"], key=lambda t: t["end"] - t["start"], reverse=True)[:SLOWEST]
+    stats = parsed["stats"]
+    return {
+        "tasks_per_node": dict(sorted(per_node.items())),
+        "items_per_node": dict(sorted(items_per_node.items())),
+        "slowest": [{"name": t["name"], "seconds": round(t["end"] - t["start"], 2)} for t in slowest],
+        "changed": {h: s.get("changed", 0) for h, s in sorted(stats.items())},
+        "failed": {h: s.get("failures", 0) + s.get("unreachable", 0) for h, s in sorted(stats.items())},
+        "changed_tasks": changed_tasks,
+        "complete": bool(stats),
+    }
+
+
+def ratios(records: list[dict], reference: int = REFERENCE_N) -> dict[tuple[int, str], float | None]:
+    """(N, run) -> wall time / the same run's wall time at N = reference (None without one)."""
+    ref = {r["run"]: r["wall_s"] for r in records if r["n"] == reference}
+    return {(r["n"], r["run"]): (r["wall_s"] / ref[r["run"]] if ref.get(r["run"]) else None) for r in records}
+
+
+def _busiest(counts: dict[str, int]) -> str:
+    return str(max(counts.values())) if counts else "-"
+
+
+def markdown(records: list[dict]) -> str:
+    ratio = ratios(records)
+    rows = sorted((r for r in records if r["run"] in TABLED), key=lambda r: (TABLED.index(r["run"]), r["n"]))
+    cpus = sorted({str(r.get("cpus") or "no cap") for r in records})
+    out = [
+        "# Scale benchmark",
+        "",
+        f"CPU share per node (podman --cpus): {', '.join(cpus)}. "
+        f"Host: {records[0].get('host_cpus', '?')} CPUs when it ran. "
+        "Tasks and loop items per node: the busiest node. "
+        f"Ratio: wall time over the same run's at N = {REFERENCE_N}. "
+        "Load: the host's 1-minute load average at the end of the run.",
+        "",
+        f"| N | run | wall (s) | ratio to N={REFERENCE_N} | tasks per node | loop items per node | load | "
+        "five slowest tasks (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        q = ratio[(r["n"], r["run"])]
+        slow = "; ".join(f"{s['name']} ({s['seconds']:.1f})" for s in r["slowest"]).replace("|", "\\|")
+        out.append(
+            f"| {r['n']} | {TITLES[r['run']]} | {r['wall_s']:.1f} | {'-' if q is None else f'{q:.2f}x'} | "
+            f"{_busiest(r['tasks_per_node'])} | {_busiest(r['items_per_node'])} | "
+            f"{r.get('load', '-')} | {slow} |"
+        )
+    other = [r for r in records if r["run"] not in TABLED]
+    if other:
+        out += ["", "Other steps (not the benchmark's subject):", ""]
+        out += ["| N | step | wall (s) |", "|---|---|---|"]
+        out += [f"| {r['n']} | {TITLES.get(r['run'], r['run'])} | {r['wall_s']:.1f} |" for r in other]
+    return "\n".join(out) + "\n"
+
+
+def plot(records: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    cpus = ", ".join(sorted({str(r.get("cpus") or "no cap") for r in records}))
+    for run in TABLED:
+        points = sorted((r["n"], r["wall_s"]) for r in records if r["run"] == run)
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=TITLES[run])
+    ax.set_xticks(sorted({r["n"] for r in records}))
+    ax.set_xlabel("nodes (N)")
+    ax.set_ylabel("wall time (s)")
+    ax.set_title(f"mncluster scale benchmark ({cpus} CPU per node)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if ax.get_lines():
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def read_records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def trim(lines):
+    """Each event cut to the keys parse_log reads: the same parse, a fraction of the size."""
+    for event in _events(lines):
+        keep = {"_event": event["_event"], "_timestamp": event.get("_timestamp")}
+        if "play" in event:
+            keep["play"] = {"name": event["play"]["name"]}
+        if "task" in event:
+            keep["task"] = {k: event["task"][k] for k in ("name", "id", "duration")}
+        if "hosts" in event:
+            keep["hosts"] = {}
+            for host, r in event["hosts"].items():
+                small = {k: r[k] for k in ("changed", "skipped", "failed") if k in r}
+                if isinstance(r.get("results"), list):
+                    small["results"] = [{"skipped": True} if isinstance(i, dict) and i.get("skipped") else {}
+                                        for i in r["results"]]
+                keep["hosts"][host] = small
+        if "stats" in event:
+            keep["stats"] = event["stats"]
+        yield json.dumps(keep, sort_keys=True, separators=(",", ":"))
+
+
+def _load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "-"
+
+
+def cmd_record(a) -> int:
+    with open(a.log, errors="replace") as f:
+        s = summarize(parse_log(f))
+    record = {"n": a.n, "run": a.run, "wall_s": round(a.wall, 1), "cpus": a.cpus, "load": _load(),
+              "host_cpus": os.cpu_count(), "log": str(a.log), **s}
+    with open(a.results, "a") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+    print(f"  {TITLES.get(a.run, a.run)} at N={a.n}: {a.wall:.1f} s, tasks per node "
+          f"{_busiest(s['tasks_per_node'])}, changed {sum(s['changed'].values())}, load {record['load']}")
+    if a.expect_unchanged:
+        bad = []
+        if not s["complete"]:
+            bad.append("the run has no recap (it did not finish)")
+        if any(s["failed"].values()):
+            bad.append(f"failed/unreachable: {s['failed']}")
+        if s["changed_tasks"]:
+            bad.append("changed (a no-op run must report changed=0): " + "; ".join(s["changed_tasks"]))
+        if bad:
+            print("FAIL: " + " | ".join(bad), file=sys.stderr)
+            return 1
+    return 0
+
+
+def cmd_report(a) -> int:
+    records = read_records(a.results)
+    if not records:
+        print(f"no runs recorded in {a.results}", file=sys.stderr)
+        return 1
+    a.outdir.mkdir(parents=True, exist_ok=True)
+    text = markdown(records)
+    (a.outdir / "scale.md").write_text(text)
+    plot(records, a.outdir / "scale.png")
+    print(text, end="")
+    print(f"\nwritten: {a.outdir / 'scale.md'}, {a.outdir / 'scale.png'}")
+    return 0
+
+
+def cmd_trim(a) -> int:
+    with open(a.log, errors="replace") as f:
+        for line in trim(f):
+            print(line)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--log", type=Path, required=True)
+    r.add_argument("--run", required=True, choices=sorted(TITLES))
+    r.add_argument("--n", type=int, required=True)
+    r.add_argument("--wall", type=float, required=True)
+    r.add_argument("--cpus", default="")
+    r.add_argument("--expect-unchanged", action="store_true")
+    r.add_argument("results", type=Path)
+    r.set_defaults(func=cmd_record)
+    s = sub.add_parser("report")
+    s.add_argument("results", type=Path)
+    s.add_argument("outdir", type=Path)
+    s.set_defaults(func=cmd_report)
+    t = sub.add_parser("trim")
+    t.add_argument("log", type=Path)
+    t.set_defaults(func=cmd_trim)
+    a = p.parse_args(argv)
+    return a.func(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

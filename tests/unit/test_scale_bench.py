@@ -1,0 +1,163 @@
+"""scripts/scale_bench.py on real runs, and scripts/scale-bench.sh's refusals.
+
+The fixtures are three runs of scripts/scale-bench.sh at N = 1 (2 CPUs per
+node, 2026-12-01), written by the ansible.posix.jsonl callback and cut with
+`scale_bench.py trim` (each result reduced to the keys the summary reads):
+the network stage cold, the verify stage cold and the no-op site.yml. Their
+recaps say how many tasks ran (ok) and changed on the node, so the counts
+here are checked against Ansible's own.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "unit" / "fixtures"
+NODE = "mnc-scale1"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "scripts" / "scale_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sb = _module()
+
+
+def lines(run: str) -> list[str]:
+    with gzip.open(FIXTURES / f"scale-bench-n1-{run}.jsonl.gz", "rt") as f:
+        return f.read().splitlines()
+
+
+def summary(run: str) -> dict:
+    return sb.summarize(sb.parse_log(lines(run)))
+
+
+def recap(run: str) -> dict:
+    return next(json.loads(x) for x in lines(run) if '"v2_playbook_on_stats"' in x)["stats"]
+
+
+@pytest.mark.parametrize(
+    ("run", "tasks", "items", "changed"),
+    [("network-cold", 67, 75, 15), ("verify-cold", 26, 37, 2), ("noop", 428, 467, 0)],
+)
+def test_tasks_per_node_agree_with_the_recap(run, tasks, items, changed):
+    s = summary(run)
+    # Only the node: the controller's plays (localhost) are not per-node work.
+    assert s["tasks_per_node"] == {NODE: tasks}
+    assert recap(run)[NODE]["ok"] + recap(run)[NODE]["failures"] == tasks
+    # A loop counts its items that ran (ssh_mesh's per-peer loops show here).
+    assert s["items_per_node"] == {NODE: items}
+    assert s["changed"][NODE] == changed == len([t for t in s["changed_tasks"] if t.startswith(NODE)])
+    assert s["complete"] and not any(s["failed"].values())
+
+
+def test_the_five_slowest_tasks_of_the_noop_run():
+    slowest = summary("noop")["slowest"]
+    assert slowest == [
+        {"name": "chainer : Run the ChainerMN smoke test on 2 ranks (naive)", "seconds": 4.15},
+        {"name": "user_env : Write the modulefiles", "seconds": 2.75},
+        {"name": "chainer : Install the helper scripts", "seconds": 2.63},
+        {"name": "common : Install the base packages and build toolchain", "seconds": 2.61},
+        {"name": "nvidia_repo : Look for wheels already unpacked", "seconds": 2.6},
+    ]
+
+
+def test_the_slowest_tasks_of_the_network_stage_and_what_it_changed():
+    s = summary("network-cold")
+    assert [t["name"] for t in s["slowest"]][:2] == [
+        "bonding : Install ifupdown and the bonding helpers",
+        "Gathering Facts",
+    ]
+    assert s["slowest"][0]["seconds"] == 4.7
+    assert f"{NODE}: ssh_mesh : Create the MPI user's key pair" in s["changed_tasks"]
+
+
+def test_trim_changes_nothing_the_summary_reads():
+    for run in ("network-cold", "verify-cold", "noop"):
+        trimmed = list(sb.trim(lines(run)))
+        assert sb.summarize(sb.parse_log(trimmed)) == summary(run)
+
+
+def test_an_interrupted_log_still_parses_and_is_not_a_noop():
+    cut = "\n".join(lines("noop"))[: 100_000]  # ends mid-line, no recap
+    s = sb.summarize(sb.parse_log([*cut.splitlines(), "PLAY RECAP (not json)"]))
+    assert not s["complete"] and s["tasks_per_node"][NODE] < 428
+
+
+def records(walls: dict[int, float], run: str = "noop") -> list[dict]:
+    s = summary(run)
+    return [{"n": n, "run": run, "wall_s": w, "cpus": "2", "load": "0.5", "host_cpus": 2, **s}
+            for n, w in walls.items()]
+
+
+def test_ratio_to_three_nodes():
+    r = sb.ratios(records({1: 40.0, 3: 50.0, 16: 70.0}) + records({3: 20.0}, "network-cold"))
+    assert r[(3, "noop")] == 1.0
+    assert r[(16, "noop")] == pytest.approx(1.4)
+    assert r[(1, "noop")] == pytest.approx(0.8)
+    assert r[(3, "network-cold")] == 1.0
+    # Without a run at N = 3 there is nothing to compare with.
+    assert sb.ratios(records({1: 40.0, 8: 60.0})) == {(1, "noop"): None, (8, "noop"): None}
+
+
+def test_the_report_writes_the_table_and_the_picture(tmp_path):
+    results = tmp_path / "results.jsonl"
+    rs = records({1: 40.0, 3: 50.0, 16: 70.0}) + records({1: 31.1}, "network-cold")
+    results.write_text("".join(json.dumps(r) + "\n" for r in rs))
+    assert sb.main(["report", str(results), str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "scale.md").read_text().splitlines()
+    rows = [x for x in table if x.startswith("| ") and not x.startswith("| N ")]
+    # network first, then the no-op run, each by N
+    assert [x.split(" | ")[:4] for x in rows] == [
+        ["| 1", "network stage, cold", "31.1", "-"],
+        ["| 1", "site.yml no-op (2nd run)", "40.0", "0.80x"],
+        ["| 3", "site.yml no-op (2nd run)", "50.0", "1.00x"],
+        ["| 16", "site.yml no-op (2nd run)", "70.0", "1.40x"],
+    ]
+    assert rows[1].split(" | ")[4:6] == ["428", "467"]
+    assert "chainer : Run the ChainerMN smoke test on 2 ranks (naive) (4.2)" in rows[1]
+    assert (tmp_path / "out" / "scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_record_fails_a_noop_run_that_changed_something(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    for run, expected in (("noop", 0), ("verify-cold", 1)):
+        log = tmp_path / f"{run}.jsonl"
+        log.write_text("\n".join(lines(run)) + "\n")
+        rc = sb.main(["record", "--log", str(log), "--run", "noop", "--n", "1", "--wall", "12.5",
+                      "--expect-unchanged", str(results)])
+        assert rc == expected
+    err = capsys.readouterr().err
+    assert f"{NODE}: verify : Copy the checks' programs" in err
+    recorded = sb.read_records(results)
+    assert [r["tasks_per_node"] for r in recorded] == [{NODE: 428}, {NODE: 26}]
+    assert recorded[0]["wall_s"] == 12.5
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["0"], ["3", "x"], ["01"], ["201"], ["-c", "abc", "1"], ["-c", "0", "1"], ["-c", "-1", "3"],
+     ["-c", "1.", "3"]],
+)
+def test_the_script_refuses_bad_input_before_creating_anything(tmp_path, args):
+    # Stand-ins that leave a mark: none of them may run.
+    for tool in ("podman", "ansible-playbook", "python3"):
+        (tmp_path / tool).write_text(f"#!/bin/sh\ntouch {tmp_path}/ran-{tool}\n")
+        (tmp_path / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "VIRTUAL_ENV": "set"}
+    p = subprocess.run(["bash", str(ROOT / "scripts" / "scale-bench.sh"), *args],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert "nothing was created" in p.stderr
+    assert not list(tmp_path.glob("ran-*"))
