@@ -19,6 +19,7 @@ if _MODULE_UTILS not in sys.path:
 import mnc_artifacts
 import mnc_gpu_matrix
 import mnc_hostfile
+import mnc_hw
 import mnc_preflight
 
 
@@ -88,12 +89,25 @@ def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cu
     )
 
 
+def mnc_pci_devices(text, vendor="", class_prefix=""):
+    """``[{slot, class, vendor, device}]`` of ``lspci -n`` output, of ``vendor`` and a class
+    starting with ``class_prefix`` when given: ``out.stdout | mnc_pci_devices('10de', '0680')``."""
+    return mnc_hw.pci_devices(text, vendor, class_prefix)
+
+
+def mnc_ibv_ports(text):
+    """``[{device, port, state, active, link_layer}]`` of ``ibv_devinfo`` output, one per port."""
+    return mnc_hw.ibv_ports(text)
+
+
 class FilterModule:
     def filters(self):
         return {
             "mnc_artifact_source": mnc_artifact_source,
             "mnc_gpu_stack_problems": mnc_gpu_stack_problems,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
+            "mnc_ibv_ports": mnc_ibv_ports,
+            "mnc_pci_devices": mnc_pci_devices,
             "mnc_network": mnc_network,
             "mnc_malformed_artifacts": mnc_malformed_artifacts,
             "mnc_unsafe_names": mnc_unsafe_names,
