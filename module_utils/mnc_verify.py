@@ -588,6 +588,45 @@ def check_gpu(nodes: list[dict], nccl_run: dict | None = None, send_run: dict | 
     return rows + check_gpu_cluster(nodes, nccl_run, send_run)
 
 
+# --- what real GPU servers need (nvidia_driver's and rdma's records) ----------------------------
+
+SERVICE_STATES = {"enabled": PASS, "failed": FAIL, "skipped": SKIP, "absent": SKIP}
+
+
+def check_services(nodes: list[dict]) -> list[dict]:
+    """One row per node for the services a real GPU server needs, as the roles recorded them
+    (``services``: {name: {state, reason}} from mnc_nvidia_services and mnc_rdma_services):
+    FAIL when one failed, PASS when one is on and none failed, else SKIP; the detail names each
+    with its state and reason (on the sandbox: why each is not there)."""
+    rows = []
+    for n in nodes:
+        if not n.get("reachable", True):
+            continue
+        services = n.get("services") or {}
+        if not services:
+            rows.append(
+                row("services", n["name"], SKIP, "no record of the driver's services or the RDMA path "
+                    "(the gpu and network stages have not run on this node)")
+            )
+            continue
+        states = {name: (svc or {}).get("state", "?") for name, svc in services.items()}
+        detail = "; ".join(
+            f"{name} {states[name]}" + (f" ({svc['reason']})" if (svc or {}).get("reason") else "")
+            for name, svc in sorted(services.items())
+        )
+        if any(st == "failed" for st in states.values()):
+            status = FAIL
+        elif any(st == "enabled" for st in states.values()):
+            status = PASS
+        else:
+            status = SKIP
+        unknown = sorted(name for name, st in states.items() if st not in SERVICE_STATES)
+        if unknown:
+            status, detail = FAIL, f"unknown state of {', '.join(unknown)}: " + detail
+        rows.append(row("services", n["name"], status, detail))
+    return rows
+
+
 # --- point-to-point bandwidth ------------------------------------------------------------------
 
 
@@ -837,6 +876,7 @@ def evaluate(
     rows += check_ranks(ranks_run, expected, launcher_node.get("nodename") or launcher)
     rows += check_cuda(nodes, require_cuda)
     rows += check_gpu(nodes, gpu_nccl, gpu_send)
+    rows += check_services(nodes)
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction, p2p_median_fraction)
     rows += check_versions(nodes)
     failures = [f"{r['check']} [{r['subject']}]: {r['detail']}" for r in rows if r["status"] == FAIL]

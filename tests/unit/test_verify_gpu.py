@@ -319,3 +319,48 @@ def test_real_nccl_run_without_cupy_fails_naming_the_rank():
     rows = by_check(v.check_gpu([gpu_node("g1"), gpu_node("g2")], run, send_run()))
     row = rows[("gpu nccl allreduce", "cluster")]
     assert row["status"] == v.FAIL and "rank 0 on" in row["detail"] and "cupy" in row["detail"], row
+
+
+# --- the services real GPU servers need (nvidia_driver's and rdma's records) ----------------
+
+
+SANDBOX_SERVICES = {
+    "nvidia-fabricmanager": {"state": "skipped", "reason": "CPU mode"},
+    "nvidia-persistenced": {"state": "skipped", "reason": "CPU mode"},
+    "rdma": {"state": "absent", "reason": "rdma_mode is none"},
+    "memlock": {"state": "absent", "reason": "no RDMA path"},
+    "nvidia-peermem": {"state": "skipped", "reason": "CPU mode"},
+}
+
+
+def services_row(services) -> dict:
+    (r,) = v.check_services([{"name": "n1", "services": services}])
+    return r
+
+
+def test_services_on_a_cpu_node_are_skipped_with_each_reason():
+    r = services_row(SANDBOX_SERVICES)
+    assert r["status"] == v.SKIP
+    assert "nvidia-fabricmanager skipped (CPU mode)" in r["detail"]
+    assert "rdma absent (rdma_mode is none)" in r["detail"]
+
+
+def test_a_failed_service_fails_the_row_and_names_why():
+    failed = {"state": "failed", "reason": "nv-fabricmanager is inactive"}
+    r = services_row(dict(SANDBOX_SERVICES, **{"nvidia-fabricmanager": failed}))
+    assert r["status"] == v.FAIL
+    assert "nvidia-fabricmanager failed (nv-fabricmanager is inactive)" in r["detail"]
+
+
+def test_an_enabled_service_passes_and_no_record_is_a_skip_that_says_so():
+    svc = dict(SANDBOX_SERVICES, **{"nvidia-persistenced": {"state": "enabled", "reason": ""}})
+    assert services_row(svc)["status"] == v.PASS
+    none = services_row({})
+    assert none["status"] == v.SKIP and "have not run" in none["detail"]
+    assert services_row({"rdma": {"state": "bogus"}})["status"] == v.FAIL
+
+
+def test_evaluate_shows_the_services_row():
+    node = {"name": "n1", "reachable": True, "services": SANDBOX_SERVICES}
+    out = v.evaluate([node], None, None, None, None, 0.5, False)
+    assert [r for r in out["rows"] if r["check"] == "services"] == [services_row(SANDBOX_SERVICES)]
