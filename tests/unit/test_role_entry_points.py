@@ -78,7 +78,12 @@ def test_every_documented_entry_point_exists(callee, entry):
     assert (ROOT / "roles" / callee / "tasks" / f"{entry}.yml").is_file()
 
 
-TASK_FILE_KEYS = ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "include_tasks", "import_tasks")
+TASK_FILE_KEYS = (
+    "ansible.builtin.include_tasks",
+    "ansible.builtin.import_tasks",
+    "include_tasks",
+    "import_tasks",
+)
 
 
 def included_task_files():
