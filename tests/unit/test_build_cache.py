@@ -12,10 +12,12 @@ import hashlib
 import json
 import os
 import pwd
+import shutil
 import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -142,15 +144,24 @@ def bed(tmp_path):
     tasks.write_text(BUILD_TASKS.format(count=count, started=started))
     cache = tmp_path / "cache"
 
-    def node(name: str) -> dict:
-        """A node of its own (prefix and scratch) that shares the controller cache."""
-        prefix = tmp_path / name / "opt" / "hello-1"
+    def node(name: str, base: Path | None = None) -> dict:
+        """A node of its own (prefix, under ``base`` if given, and scratch) that shares the
+        controller cache."""
+        prefix = (base or tmp_path / name) / "opt" / "hello-1"
         play = tmp_path / f"play-{name}.yml"
         work = tmp_path / name / "work"
         play.write_text(PLAY.format(prefix=prefix, tasks=tasks, work=work, started=started))
         return {"prefix": prefix, "play": play, "work": work}
 
     nodes = {"node": node("node"), "other": node("other")}
+    if os.geteuid() == 0:
+        # A node whose prefix's parent belongs to "nobody" (pyenv: ~/.pyenv/versions),
+        # outside pytest's root-only tmp_path so that nobody can reach it.
+        owned = Path(tempfile.mkdtemp(prefix="mnc-owned-", dir="/var/tmp"))
+        owned.chmod(0o755)
+        (owned / "opt").mkdir()
+        os.chown(owned / "opt", pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
+        nodes["owned"] = node("owned", base=owned)
 
     def argv(flag: str, owner: str = "", on: str = "node", barrier: bool = False) -> list[str]:
         return [
@@ -188,10 +199,12 @@ def bed(tmp_path):
         exe = nodes[on]["prefix"] / "bin" / "hello"
         return subprocess.run([exe], capture_output=True, text=True, check=True).stdout
 
-    return {
+    yield {
         "run": run, "run_together": run_together, "builds": builds, "program": program,
         "prefix": nodes["node"]["prefix"], "nodes": nodes, "cache": cache, "tmp": tmp_path,
     }  # fmt: skip
+    if "owned" in nodes:
+        shutil.rmtree(nodes["owned"]["prefix"].parents[1])
 
 
 def test_first_run_builds_second_run_changes_nothing(bed):
@@ -263,18 +276,75 @@ def test_failed_build_leaves_the_previous_install_usable(bed):
     assert not list((bed["cache"] / "builds" / "hello").glob("*.lock"))
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
-def test_owner_is_set_before_the_swap(bed):
-    res = bed["run"]("a", owner="nobody")
-    assert res["report"]["installed"] is True
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
+def test_an_owned_build_is_unpacked_and_swapped_in_as_its_owner(bed):
+    prefix = bed["nodes"]["owned"]["prefix"]
+    res = bed["run"]("a", owner="nobody", on="owned")
+    assert res["failures"] == [] and res["report"]["installed"] is True
     owners = {
         (pwd.getpwuid(p.stat().st_uid).pw_name, grp.getgrgid(p.stat().st_gid).gr_name)
-        for p in [bed["prefix"], *bed["prefix"].rglob("*")]
+        for p in [prefix, *prefix.rglob("*")]
     }
     assert owners == {("nobody", grp.getgrgid(pwd.getpwnam("nobody").pw_gid).gr_name)}
-    assert bed["program"]() == "hello a\n"
-    again = bed["run"]("a", owner="nobody")
+    assert bed["program"]("owned") == "hello a\n"
+    again = bed["run"]("a", owner="nobody", on="owned")
     assert again["report"]["installed"] is False and again["stats"]["changed"] == 0
+    # A rebuild keeps what the owner made in the kept directories, swapped as the owner too.
+    nobody = pwd.getpwnam("nobody")
+    (prefix / "envs").mkdir()
+    (prefix / "envs" / "mine").write_text("x")
+    for made in (prefix / "envs", prefix / "envs" / "mine"):
+        os.chown(made, nobody.pw_uid, nobody.pw_gid)
+    res = bed["run"]("b", owner="nobody", on="owned")
+    assert res["failures"] == [] and bed["program"]("owned") == "hello b\n"
+    assert (prefix / "envs" / "mine").read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
+def test_a_link_the_owner_planted_for_the_prefix_parent_is_not_followed_by_root(bed, tmp_path):
+    """The owner makes the prefix's parent a link to a root-owned directory: root
+    (which once unpacked and chowned there) writes nothing into it."""
+    prefix = bed["nodes"]["owned"]["prefix"]
+    victim = prefix.parents[1] / "victim"
+    victim.mkdir(mode=0o755)
+    shutil.rmtree(prefix.parent)
+    prefix.parent.symlink_to(victim)
+    res = bed["run"]("a", owner="nobody", on="owned")
+    assert res["stats"]["failures"] == 1, res
+    assert list(victim.iterdir()) == []
+    assert victim.stat().st_uid == 0 and victim.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_build_scratch_that_is_a_link_is_refused_before_anything_is_built(bed, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    work = bed["nodes"]["node"]["work"]
+    work.parent.mkdir(parents=True, exist_ok=True)
+    work.symlink_to(elsewhere)
+    res = bed["run"]("a")
+    assert res["stats"]["failures"] == 1 and bed["builds"]() == 0
+    (msg,) = res["failures"]
+    assert f"{work} on " in msg and "is a symbolic link" in msg, msg
+    assert list(elsewhere.iterdir()) == [] and not bed["prefix"].exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_build_scratch_of_another_user_is_refused_before_anything_is_built(bed):
+    work = bed["nodes"]["node"]["work"]
+    work.mkdir(parents=True, mode=0o755)
+    os.chown(work, pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
+    res = bed["run"]("a")
+    assert res["stats"]["failures"] == 1 and bed["builds"]() == 0
+    (msg,) = res["failures"]
+    assert f"{work} on " in msg and "belongs to nobody" in msg, msg
+    assert list(work.iterdir()) == [] and work.stat().st_uid == pwd.getpwnam("nobody").pw_uid
+
+
+def test_the_build_scratch_is_created_private(bed):
+    bed["run"]("a")
+    work = bed["nodes"]["node"]["work"]
+    assert work.is_dir() and not work.is_symlink()
+    assert work.stat().st_mode & 0o777 == 0o700 and work.stat().st_uid == os.geteuid()
 
 
 def test_a_rebuild_keeps_what_users_made_in_the_kept_directories(bed):

@@ -235,6 +235,78 @@ def test_limited_base_run_keeps_every_node_in_etc_hosts(host):
         assert f"{ip} {name}" in hosts, hosts
 
 
+# --- root and the MPI user's home -----------------------------------------------------------------
+
+
+def test_a_bashrc_linked_to_a_root_file_is_not_followed_by_root(host):
+    """The MPI user makes ~/.bashrc a link to a root-owned file: the ~/.bashrc block
+    (openmpi's here; cuda's and pyenv's are written the same way, as the user) leaves the
+    file as it was, where root once wrote the block into it and gave it to the user."""
+    node = "mnc-wiring-2"
+    if host.backend.hostname != node:
+        pytest.skip("runs once, against its node")
+    home = f"/home/{USER}"
+    _sh(node, "printf 'root only\\n' > /etc/mnc-victim-bashrc && chmod 0644 /etc/mnc-victim-bashrc")
+    before = _sh(node, "sha256sum < /etc/mnc-victim-bashrc")
+    plant = "mv ~/.bashrc ~/.bashrc.mnc-saved 2>/dev/null; ln -sfn /etc/mnc-victim-bashrc ~/.bashrc"
+    _sh(node, f"su -s /bin/sh {USER} -c '{plant}'")
+    try:
+        proc, _ = playbook(SCENARIO / "bashrc_only.yml", "--limit", node)
+        out = proc.stdout + proc.stderr
+        # Root neither re-owned the link's target nor wrote into it.
+        assert _sh(node, "stat -c '%U:%G %a' /etc/mnc-victim-bashrc") == "root:root 644"
+        assert _sh(node, "sha256sum < /etc/mnc-victim-bashrc") == before
+        # Written as the user, the block cannot go into root's file: the task fails, named.
+        assert proc.returncode != 0, out[-3000:]
+        assert "Put OpenMPI on PATH at the top of the MPI users' ~/.bashrc" in out, out[-3000:]
+    finally:
+        saved = f"{home}/.bashrc.mnc-saved"
+        _sh(node, f"rm -f {home}/.bashrc /etc/mnc-victim-bashrc")
+        _sh(node, f"! [ -e {saved} ] || mv {saved} {home}/.bashrc")
+    # The user's own ~/.bashrc gets the block, and stays the user's.
+    try:
+        proc, _ = playbook(SCENARIO / "bashrc_only.yml", "--limit", node)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        bashrc = host.file(f"{home}/.bashrc")
+        assert bashrc.user == USER and not bashrc.is_symlink
+        assert bashrc.content_string.startswith("# BEGIN mncluster openmpi\n")
+    finally:
+        block = "/^# BEGIN mncluster openmpi$/,/^# END mncluster openmpi$/d"
+        left = "/etc/ld.so.conf.d/mncluster-openmpi.conf /etc/profile.d/mncluster-openmpi.sh"
+        _sh(node, f"sed -i '{block}' {home}/.bashrc; rm -f {left}; ldconfig")
+
+
+@pytest.mark.parametrize(
+    ("plant", "message"),
+    [
+        ("install -d -o mpiuser -g mpiuser -m 0755 /var/lib/mncluster/build", "belongs to mpiuser, not root"),
+        ("install -d -m 0755 /etc/mnc-victim-build && ln -sfn /etc/mnc-victim-build /var/lib/mncluster/build",
+         "is a symbolic link (to /etc/mnc-victim-build)"),
+    ],
+    ids=["another-owner", "link"],
+)  # fmt: skip
+def test_a_build_scratch_planted_before_the_build_is_refused(host, plant, message):
+    """The build scratch is root's own, outside /tmp and /var/tmp: one another user made
+    first, or a link, is refused, named, before anything is built, and left as it was."""
+    node = "mnc-wiring-3"
+    if host.backend.hostname != node:
+        pytest.skip("runs once, against its node")
+    scratch = "/var/lib/mncluster/build"
+    _sh(node, f"mkdir -p /var/lib/mncluster && rm -rf {scratch} && {plant}")
+    try:
+        proc, _ = playbook(SCENARIO / "build_scratch_only.yml", "--limit", node)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-3000:]
+        assert f"{scratch} on {node} {message}" in out, out[-3000:]
+        assert _sh(node, f"stat -c '%U %F' {scratch}") == (
+            "mpiuser directory" if "mpiuser" in plant else "root symbolic link"
+        )
+        assert _sh(node, f"ls -A {scratch}/ /etc/mnc-victim-build/ 2>/dev/null; true") == ""
+        assert not host.file("/opt/mnc-scratch-check").exists
+    finally:
+        _sh(node, f"rm -rf {scratch} /etc/mnc-victim-build")
+
+
 # --- verify.yml across the containers -----------------------------------------------------------
 
 VERIFY_VARS = [

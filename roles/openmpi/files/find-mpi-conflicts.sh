@@ -2,6 +2,9 @@
 # Managed by mncluster (roles/openmpi). Prints one line per MPI installation
 # that is not under PREFIX_ROOT and would shadow ours; prints nothing if clean.
 #   find-mpi-conflicts.sh PREFIX_ROOT PYTHON...
+# With MNC_PYTHON_USER set (and run as root), the Pythons, and ldd on what
+# they import, run as that user: a virtualenv's python and its packages are
+# the user's programs, which root never runs (ldd may run what it reads).
 set -u
 root="$1"; shift
 
@@ -25,16 +28,25 @@ while read -r lib; do
 done
 
 # mpi4py linked to a libmpi that is not ours.
-for py in "$@"; do
-    [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 || continue
-    dir=$("$py" -c 'import importlib.util as u; s = u.find_spec("mpi4py"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null) || continue
-    [ -n "$dir" ] || continue
-    for so in "$dir"/MPI*.so; do
-        [ -e "$so" ] || continue
-        ldd "$so" 2>/dev/null | awk '/libmpi/ {print $3}' | while read -r lib; do
-            [ -n "$lib" ] && [ "$lib" != "not" ] || continue
-            ours "$lib" || echo "mpi4py $so ($py) -> $lib"
+scan_mpi4py() {
+    root="$1"; shift
+    for py in "$@"; do
+        [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 || continue
+        dir=$("$py" -c 'import importlib.util as u; s = u.find_spec("mpi4py"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null) || continue
+        [ -n "$dir" ] || continue
+        for so in "$dir"/MPI*.so; do
+            [ -e "$so" ] || continue
+            ldd "$so" 2>/dev/null | awk '/libmpi/ {print $3}' | while read -r lib; do
+                [ -n "$lib" ] && [ "$lib" != "not" ] || continue
+                ours "$lib" || echo "mpi4py $so ($py) -> $lib"
+            done
         done
     done
-done
+}
+if [ -n "${MNC_PYTHON_USER:-}" ] && [ "$(id -u)" -eq 0 ] && [ "$MNC_PYTHON_USER" != root ]; then
+    (cd / && runuser -u "$MNC_PYTHON_USER" -- /bin/bash -c "set -u; $(declare -f ours scan_mpi4py); scan_mpi4py \"\$@\"" \
+        scan "$root" "$@")
+else
+    scan_mpi4py "$root" "$@"
+fi
 exit 0
