@@ -272,8 +272,11 @@ def test_a_bashrc_linked_to_a_root_file_is_not_followed_by_root(host):
         assert bashrc.content_string.startswith("# BEGIN mncluster openmpi\n")
     finally:
         block = "/^# BEGIN mncluster openmpi$/,/^# END mncluster openmpi$/d"
-        left = "/etc/ld.so.conf.d/mncluster-openmpi.conf /etc/profile.d/mncluster-openmpi.sh"
-        _sh(node, f"sed -i '{block}' {home}/.bashrc; rm -f {left}; ldconfig")
+        left = (
+            "/etc/ld.so.conf.d/mncluster-openmpi.conf /etc/profile.d/mncluster-openmpi.sh"
+            " /opt/mnc-bashrc-check"
+        )
+        _sh(node, f"sed -i '{block}' {home}/.bashrc; rm -rf {left}; ldconfig")
 
 
 @pytest.mark.parametrize(
@@ -301,7 +304,8 @@ def test_a_build_scratch_planted_before_the_build_is_refused(host, plant, messag
         assert _sh(node, f"stat -c '%U %F' {scratch}") == (
             "mpiuser directory" if "mpiuser" in plant else "root symbolic link"
         )
-        assert _sh(node, f"ls -A {scratch}/ /etc/mnc-victim-build/ 2>/dev/null; true") == ""
+        # Nothing was made in the planted directory, nor through the link (find does not follow it).
+        assert _sh(node, f"find {scratch} /etc/mnc-victim-build -mindepth 1 2>/dev/null; true") == ""
         assert not host.file("/opt/mnc-scratch-check").exists
     finally:
         _sh(node, f"rm -rf {scratch} /etc/mnc-victim-build")
