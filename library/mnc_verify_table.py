@@ -23,7 +23,8 @@ options:
         C(openmpi) (dict with C(version), C(prefix), C(built_with), C(runtime)), C(openmpi_error),
         C(use_gpu) (bool, the node's fact mnc_use_gpu), C(gpu_count) (its fact mnc_gpu_count) and, in GPU
         mode, C(gpu_probe) (the run of C(mnc_gpu_probe.py node), keys as O(ranks)), and C(services)
-        (C({name: {state, reason}}), the facts mnc_nvidia_services and mnc_rdma_services).
+        (per service name a dict with C(state) and C(reason), from the facts mnc_nvidia_services
+        and mnc_rdma_services).
     type: list
     elements: dict
     required: true
