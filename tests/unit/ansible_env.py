@@ -1,9 +1,10 @@
 """How the repository's tests run Ansible: the environment (`repo_ansible_env`), a real
-ansible-playbook run (`run_playbook`), and the testinfra host list of a molecule
-scenario (`podman_hosts`)."""
+ansible-playbook run (`run_playbook`), a table of cases through one play (`run_cases`), and
+the testinfra host list of a molecule scenario (`podman_hosts`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,41 @@ def run_playbook(
         argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     return proc, time.monotonic() - t0
+
+
+CASE_PLAY = """\
+- name: {title}
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run one case
+      ansible.builtin.include_tasks: case.yml
+      loop: "{{{{ cases }}}}"
+      loop_control:
+        loop_var: case
+        label: "{{{{ case.name }}}}"
+"""
+
+
+def run_cases(tmp: Path, title: str, case_tasks: str, cases: list[dict], files: dict | None = None) -> dict:
+    """Run ``case_tasks`` once per case (``case`` in the loop, ``case_out`` the directory where
+    each case writes ``<name>.json``) in one real ansible-playbook on localhost; ``files`` are more
+    task files beside case.yml. Returns {case name: its JSON document}; fails unless every case
+    wrote one."""
+    out = tmp / "out"
+    out.mkdir()
+    hosts = f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    (tmp / "hosts").write_text(hosts)
+    (tmp / "case.yml").write_text(case_tasks)
+    for name, text in (files or {}).items():
+        (tmp / name).write_text(text)
+    (tmp / "play.yml").write_text(CASE_PLAY.format(title=title))
+    extra = json.dumps({"cases": cases, "case_out": str(out)})
+    proc, _elapsed = run_playbook(tmp / "play.yml", "-e", extra, inventory=tmp / "hosts", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    assert set(results) == {c["name"] for c in cases}, proc.stdout[-4000:]
+    return results
 
 
 def podman_hosts(group: str = "all") -> list[str]:

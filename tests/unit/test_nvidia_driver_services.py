@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_env import run_playbook
+from ansible_env import run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
@@ -78,18 +78,6 @@ CASE_TASKS = """\
         dest: "{{ case_out }}/{{ case.name }}.json"
         content: "{{ {'failed': ansible_failed_result.msg | default(ansible_failed_result)} | to_json }}"
         mode: "0644"
-"""
-PLAY = """\
-- name: Decide the driver's services, case by case
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Run one case
-      ansible.builtin.include_tasks: case.yml
-      loop: "{{ cases }}"
-      loop_control:
-        loop_var: case
-        label: "{{ case.name }}"
 """
 
 
@@ -153,18 +141,9 @@ CASES = [
 @pytest.fixture(scope="module")
 def decided(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nvidia_driver_services")
-    out = tmp / "out"
-    out.mkdir()
-    (tmp / "hosts").write_text(INVENTORY.format(python=sys.executable))
-    (tmp / "render.yml").write_text(RENDER)
-    (tmp / "case.yml").write_text(CASE_TASKS)
-    (tmp / "play.yml").write_text(PLAY)
     cases = [{**c, "root": str(tmp / "root" / c["name"]) if c["render"] else ""} for c in CASES]
-    extra = json.dumps({"cases": cases, "case_out": str(out)})
-    proc, _elapsed = run_playbook(tmp / "play.yml", "-e", extra, inventory=tmp / "hosts", timeout=600)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
-    assert set(results) == {c["name"] for c in CASES}, proc.stdout[-4000:]
+    title = "Decide the driver's services, case by case"
+    results = run_cases(tmp, title, CASE_TASKS, cases, {"render.yml": RENDER})
     return results, tmp / "root"
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_env import run_playbook
+from ansible_env import run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
@@ -73,18 +73,6 @@ CASE_TASKS = """\
         content: "{{ {'failed': ansible_failed_result.msg | default(ansible_failed_result)} | to_json }}"
         mode: "0644"
 """
-PLAY = """\
-- name: Decide the RDMA path, case by case
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Run one case
-      ansible.builtin.include_tasks: case.yml
-      loop: "{{ cases }}"
-      loop_control:
-        loop_var: case
-        label: "{{ case.name }}"
-"""
 
 
 def _case(name, distro="debian12", **knobs):
@@ -115,17 +103,8 @@ CASES = [
 @pytest.fixture(scope="module")
 def decided(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rdma")
-    out = tmp / "out"
-    out.mkdir()
-    (tmp / "hosts").write_text(INVENTORY.format(python=sys.executable))
-    (tmp / "case.yml").write_text(CASE_TASKS)
-    (tmp / "play.yml").write_text(PLAY)
-    extra = json.dumps({"cases": CASES, "case_out": str(out)})
-    proc, _elapsed = run_playbook(tmp / "play.yml", "-e", extra, inventory=tmp / "hosts", timeout=600)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
-    assert set(results) == {c["name"] for c in CASES}, proc.stdout[-4000:]
-    return results, out
+    results = run_cases(tmp, "Decide the RDMA path, case by case", CASE_TASKS, CASES)
+    return results, tmp / "out"
 
 
 def _states(got):
