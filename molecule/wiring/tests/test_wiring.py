@@ -145,6 +145,9 @@ def test_bond_rendered_validated_and_not_applied(host):
     assert staged.exists
     assert f"{NODES[host.backend.hostname]}/24" in staged.content_string
     assert "802.3ad" in staged.content_string and "layer3+4" in staged.content_string
+    # Every listed NIC is a link of the bond (three here: not only two).
+    for nic in ("eth1", "eth2", "eth3"):
+        assert nic in staged.content_string, (nic, staged.content_string)
     # The container kernel has no bonding driver: nothing live, no bond device.
     assert not host.file(LIVE[r]).exists
     assert host.run("ip link show bond0").rc != 0
@@ -216,6 +219,30 @@ def test_shell_characters_in_an_interface_name_are_refused_before_rendering(host
     assert "interface names may only hold letters, digits" in out and "bond0;touch /tmp/mnc-pwned" in out, out
     assert host.file(STAGED[r]).sha256sum == before
     assert not host.file("/tmp/mnc-pwned").exists
+
+
+@pytest.mark.parametrize(
+    ("interfaces", "rc", "message"),
+    [
+        ([], 0, "no bond (bonding_interfaces is empty)"),
+        (["eth1"], 2, "two or more different NIC names"),
+    ],
+    ids=["no-bond", "one-nic"],
+)
+def test_no_bond_changes_nothing_and_one_nic_is_refused(host, interfaces, rc, message):
+    """A node with one private NIC (or IPoIB) lists no interfaces: the role says so and leaves the
+    staged and live files as they were; a "bond" of one NIC is refused, named, before rendering."""
+    if host.backend.hostname != "mnc-wiring-2":
+        pytest.skip("runs once, against its node")
+    r = _renderer(host)
+    before = host.file(STAGED[r]).sha256sum
+    extra = {"bonding_interfaces": interfaces}
+    proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", "mnc-wiring-2", "-e", json.dumps(extra))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == rc, out
+    assert " ".join(message.split()) in " ".join(out.split()), out
+    assert host.file(STAGED[r]).sha256sum == before
+    assert not host.file(LIVE[r]).exists
 
 
 # --- common with --limit --------------------------------------------------------------------------
