@@ -135,13 +135,34 @@ def decide_yield(env: dict, local: int | None, usable: float) -> dict:
 
 
 # -- before MPI_Init ---------------------------------------------------------------
+def find_ompi_info(env=None) -> str | None:
+    """The ``ompi_info`` of the Open MPI that launched this rank: on PATH, else in the bin/ beside
+    the library directory the launcher names (Open MPI 5's ``OMPI_LIBDIR_LOC``) or under
+    ``OPAL_PREFIX``. A rank started by an mpiexec given by its full path (as the benchmark starts
+    it) keeps the launcher's PATH, which need not hold Open MPI's bin/."""
+    env = os.environ if env is None else env
+    exe = shutil.which("ompi_info", path=env.get("PATH"))
+    if exe:
+        return exe
+    dirs = []
+    if env.get("OMPI_LIBDIR_LOC"):
+        dirs.append(os.path.join(os.path.dirname(env["OMPI_LIBDIR_LOC"].rstrip("/")), "bin"))
+    if env.get("OPAL_PREFIX"):
+        dirs.append(os.path.join(env["OPAL_PREFIX"], "bin"))
+    for d in dirs:
+        candidate = os.path.join(d, "ompi_info")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def ompi_settings() -> dict:
     """From one ``ompi_info --parsable --all`` (the settings every job gets, MCA files included):
     ``mpi_built_with_cuda_support`` and the TCP BTL's interface selection (None when unknown)."""
     unknown = {"built_with_cuda_support": None, "btl_tcp_if_include": None, "btl_tcp_if_exclude": None}
-    exe = shutil.which("ompi_info")
+    exe = find_ompi_info()
     if exe is None:
-        return dict(unknown, source="ompi_info not on PATH")
+        return dict(unknown, source="ompi_info not found (not on PATH, nor beside the launcher's Open MPI)")
     try:
         out = subprocess.run([exe, "--parsable", "--all"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as e:

@@ -139,3 +139,24 @@ def test_nccl_info_lines_say_network_interfaces_and_transports():
     assert got["transports"] == ["P2P/IPC", "NET/IB/0"]
     assert environment.parse_nccl_info("no nccl here") == {"version": None, "network": None,
                                                            "interfaces": [], "transports": []}
+
+
+def test_ompi_info_found_beside_the_launchers_open_mpi(tmp_path):
+    """A rank whose PATH lacks Open MPI's bin/ (mpiexec started by its full path) still finds the
+    launcher's ompi_info through OMPI_LIBDIR_LOC, which Open MPI 5 gives every rank; without it,
+    the document said "not pinned" on a cluster whose MCA files pin the private network."""
+    real = Path(os.path.realpath("/usr/bin/ompi_info"))
+    if not real.is_file():
+        pytest.skip("no ompi_info on this machine")
+    prefix = tmp_path / "openmpi"
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "ompi_info").symlink_to(real)
+    no_mpi_path = str(tmp_path / "empty")
+    assert environment.find_ompi_info({"PATH": no_mpi_path}) is None
+    found = environment.find_ompi_info({"PATH": no_mpi_path, "OMPI_LIBDIR_LOC": str(prefix / "lib")})
+    assert found == str(prefix / "bin" / "ompi_info")
+    assert environment.find_ompi_info({"PATH": no_mpi_path, "OPAL_PREFIX": str(prefix)}) == found
+    # PATH first: the ompi_info a user's shell would run.
+    assert environment.find_ompi_info({"PATH": str(real.parent), "OPAL_PREFIX": str(prefix)}) == str(real)
+
