@@ -16,6 +16,8 @@ ansible-playbook site.yml -i inventory/sandbox/ -e benchmark_only_when_changed=f
 stage "done in $(( $(date +%s) - t0 ))s"
 if [ -f reports/latest/report.md ]; then
     echo "Report: $(readlink -f reports/latest)/report.md (plots: reports/latest/*.png)"
-    # The headline: the first table of the report (throughput and efficiency per process count).
+    # The headline: the verdict per process count (what the time went to, and whether the
+    # network is the bottleneck, in words and numbers), then the throughput table.
+    awk '/^## Verdict/{p=1; next} p&&/^## /{exit} p' reports/latest/report.md
     awk '/^\|/{p=1} p&&!/^\|/{exit} p' reports/latest/report.md
 fi
