@@ -92,8 +92,35 @@ def test_holds_listed(host, distro):
             "libnccl2",
             "libnccl-dev",
             "cuda-drivers-560",
+            # the driver's services (NVSwitch board), at the driver's release
+            "nvidia-fabricmanager-560",
+            "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-560",
         ]
     )
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_fabric_manager_pinned_to_the_drivers_release(host, distro):
+    driver = _pins(_file(host, distro, "/etc/apt/preferences.d/mncluster-nvidia-driver"))
+    services = _pins(_file(host, distro, "/etc/apt/preferences.d/mncluster-nvidia-driver-services"))
+    persistenced = "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-560"
+    assert services == {
+        "nvidia-fabricmanager-560": ("version 560.35.05*", "1001"),
+        persistenced: ("version 560.35.05*", "1001"),
+    }
+    assert services["nvidia-fabricmanager-560"] == driver["cuda-drivers-560"]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_rdma_files(host, distro):
+    limits = _file(host, distro, "/etc/security/limits.d/90-mncluster-memlock.conf")
+    assert [line.split() for line in limits.splitlines() if line and not line.startswith("#")] == [
+        [who, kind, "memlock", "unlimited"] for who in ("*", "root") for kind in ("soft", "hard")
+    ]
+    systemd = _file(host, distro, "/etc/systemd/system.conf.d/90-mncluster-memlock.conf")
+    assert "[Manager]\nDefaultLimitMEMLOCK=infinity\n" in systemd
+    modules = _file(host, distro, "/etc/modules-load.d/mncluster-nvidia-peermem.conf")
+    assert [line for line in modules.splitlines() if line and not line.startswith("#")] == ["nvidia-peermem"]
 
 
 def test_nothing_was_installed(host):
@@ -101,3 +128,11 @@ def test_nothing_was_installed(host):
     assert not host.file(KEYRING).exists
     assert host.run("ls /etc/apt/preferences.d/mncluster-* /etc/apt/sources.list.d/cuda-*").rc != 0
     assert host.check_output("dpkg --get-selections | awk '$2 == \"hold\"' | wc -l") == "0"
+    # nor the RDMA path's files, the driver services' drop-in, or a loaded module list
+    for path in (
+        "/etc/security/limits.d/90-mncluster-memlock.conf",
+        "/etc/systemd/system.conf.d/90-mncluster-memlock.conf",
+        "/etc/modules-load.d/mncluster-nvidia-peermem.conf",
+        "/etc/systemd/system/nvidia-persistenced.service.d/mncluster.conf",
+    ):
+        assert not host.file(path).exists, path
