@@ -174,6 +174,13 @@ CASES = [
      "stack_python_version", "n1"),
     ("offline with artifacts missing", {"n1": {}}, {"mnc_offline": True, "mnc_artifact_cache": "@CACHE@"},
      "mnc_artifact_cache", "controller"),
+    ("MPI user name with shell characters", {"n1": {}}, {"mnc_mpi_user": "mpi;id"}, "mnc_mpi_user", "n1"),
+    ("MPI user uid 0", {"n1": {"mnc_mpi_user_uid": 0}}, {}, "mnc_mpi_user_uid", "n1"),
+    ("private prefix 33", {"n1": {"mnc_private_prefix": 33}}, {}, "mnc_private_prefix", "n1"),
+    ("private IP empty", {"n1": {"mnc_private_ip": ""}}, {}, "mnc_private_ip", "n1"),
+    ("host name with a space", {"n1": {"mnc_private_hostname": "a b"}}, {}, "mnc_private_hostname", "n1"),
+    ("scheduler neither none nor slurm", {"n1": {}}, {"mnc_scheduler": "pbs"}, "mnc_scheduler", "n1"),
+    ("Python provider", {"n1": {}}, {"mnc_python_provider": "conda"}, "mnc_python_provider", "n1"),
 ]
 
 

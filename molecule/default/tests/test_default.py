@@ -118,3 +118,25 @@ def test_a_check_run_for_an_mpi_user_not_created_yet_changes_nothing(host):
     assert any(r.get("changed") for r in tasks["Create the MPI user"])
     assert after == before
     assert host.run("getent passwd mnccheck").rc == 2
+
+
+def test_a_check_run_of_site_yml_on_a_node_without_the_mpi_user_changes_nothing(host, tmp_path):
+    # The whole of site.yml in check mode, as on a fresh node (its MPI user does not exist yet):
+    # the base stage says what it would change, every later stage stops for the node saying why
+    # (they run as that user), verify measures nothing, the benchmark plans nothing; rc 0 and
+    # nothing touched. site.yml's plays are on mnc_nodes: the node joins that group here.
+    (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    before = host.run(TOUCHED).stdout
+    fresh = "mnc_mpi_user=mnccheck mnc_mpi_user_uid=2100"
+    proc, wall = run_playbook(ROOT / "site.yml", "--check", "--diff", "-e", fresh,
+                              inventory=[inventory, tmp_path / "nodes.yml"])  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert host.run(TOUCHED).stdout == before
+    stopped = "check mode: mnc-default-node has no MPI user mnccheck yet"
+    # gpu, mpi, python, network, chainer, scheduler (2 plays) and the benchmark's nodes' play
+    assert out.count(stopped) >= 8, out[-3000:]
+    assert "check mode: verify measures" in out
+    assert "check mode: benchmark not planned, mnc-default-node" in out
+    print(f"site.yml --check --diff on a node without the MPI user: {wall:.0f} s, rc 0, nothing touched")
