@@ -37,6 +37,11 @@ LOGS=.cache/test-logs
 mkdir -p "$LOGS"
 RESULTS="$LOGS/results.txt"
 : > "$RESULTS"
+# Issue 16's fault and bad-input battery: every marked case of every stage
+# (pytest and each scenario's testinfra run) appends one line here; printed
+# at the end (tests/unit/mnc_battery.py).
+export MNC_BATTERY_LOG="$PWD/$LOGS/battery.jsonl"
+: > "$MNC_BATTERY_LOG"
 
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint unit molecule)
@@ -116,4 +121,7 @@ echo
 echo "stage                    result   time"
 cat "$RESULTS"
 echo "total wall time: $(( $(date +%s) - t_all ))s"
+echo
+echo "fault and bad-input battery (issue 16), every stage:"
+python tests/unit/mnc_battery.py "$MNC_BATTERY_LOG" || true
 ! grep -q ' FAIL ' "$RESULTS"

@@ -252,6 +252,7 @@ def test_new_node_gets_the_cached_build_without_building(bed):
     assert bed["program"]() == "hello a\n"
 
 
+@pytest.mark.battery("tamper: a corrupted cached build archive is rebuilt, not shipped", bound_s=900)
 def test_corrupted_cached_build_is_rebuilt_not_shipped(bed):
     bed["run"]("a")
     archive = next((bed["cache"] / "builds" / "hello").glob("*.tar.gz"))
@@ -263,6 +264,7 @@ def test_corrupted_cached_build_is_rebuilt_not_shipped(bed):
     assert bed["program"]() == "hello a\n"
 
 
+@pytest.mark.battery("fault: a failed build leaves the previous install usable", bound_s=900)
 def test_failed_build_leaves_the_previous_install_usable(bed):
     bed["run"]("a")
     marker_before = (bed["prefix"] / ".mncluster-build.json").read_text()
@@ -301,6 +303,7 @@ def test_an_owned_build_is_unpacked_and_swapped_in_as_its_owner(bed):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
+@pytest.mark.battery("link: a link the owner planted above the prefix is not followed by root", bound_s=900)
 def test_a_link_the_owner_planted_for_the_prefix_parent_is_not_followed_by_root(bed, tmp_path):
     """The owner makes the prefix's parent a link to a root-owned directory: root
     (which once unpacked and chowned there) writes nothing into it."""
@@ -315,6 +318,7 @@ def test_a_link_the_owner_planted_for_the_prefix_parent_is_not_followed_by_root(
     assert victim.stat().st_uid == 0 and victim.stat().st_mode & 0o777 == 0o755
 
 
+@pytest.mark.battery("link: a build scratch that is a link is refused, named", bound_s=900)
 def test_a_build_scratch_that_is_a_link_is_refused_before_anything_is_built(bed, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(mode=0o755)
@@ -329,6 +333,7 @@ def test_a_build_scratch_that_is_a_link_is_refused_before_anything_is_built(bed,
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+@pytest.mark.battery("scratch: a build scratch of another user is refused, named", bound_s=900)
 def test_a_build_scratch_of_another_user_is_refused_before_anything_is_built(bed):
     work = bed["nodes"]["node"]["work"]
     work.mkdir(parents=True, mode=0o755)
@@ -359,6 +364,7 @@ def test_a_rebuild_keeps_what_users_made_in_the_kept_directories(bed):
     assert not Path(f"{bed['prefix']}.mncluster-old").exists()
 
 
+@pytest.mark.battery("fault: a swap killed between its renames is finished, nothing lost", bound_s=900)
 def test_a_swap_killed_between_its_renames_is_finished_not_lost(bed):
     bed["run"]("a")
     (bed["prefix"] / "envs").mkdir()
@@ -378,6 +384,7 @@ def cache_entries(bed) -> list[str]:
     return sorted(p.name for p in entries if p.name != ".mncluster-lock")
 
 
+@pytest.mark.battery("concurrency: two runs on one cache at the same moment build once", bound_s=900)
 def test_two_runs_on_one_cache_at_the_same_moment_build_once(bed):
     """Two clusters (a node each) driven from one controller cache at the same moment, as make
     test's two lanes are: both pass, the build runs once, the cache holds one complete entry."""
@@ -402,6 +409,7 @@ def _dead_pid() -> int:
 
 
 @pytest.mark.parametrize("owner", ["gone", "too-old"])
+@pytest.mark.battery("concurrency: a stale cache lock is broken with a message", bound_s=900)
 def test_a_stale_lock_is_broken_with_a_message(bed, owner):
     digest = bed["run"]("a")["report"]["hash"]
     subprocess.run(["rm", "-rf", str(bed["cache"]), str(bed["prefix"])], check=True)
@@ -421,6 +429,7 @@ def test_a_stale_lock_is_broken_with_a_message(bed, owner):
     assert cache_entries(bed) == [f"{digest}.json", f"{digest}.tar.gz"]
 
 
+@pytest.mark.battery("tamper: a node copy of a build archive altered before unpacking refused", bound_s=900)
 def test_a_node_copy_altered_before_its_unpack_is_refused(bed, tmp_path):
     digest = bed["run"]("a")["report"]["hash"]
     bed["run"]("b")

@@ -100,6 +100,7 @@ def test_default_sweep_for_three_nodes_of_two_slots(cluster, tmp_path):
     assert res["process_counts"] == [1, 2, 4, 6]
 
 
+@pytest.mark.battery("bad input: more benchmark processes than slots runs nothing", bound_s=150)
 def test_more_processes_than_slots_runs_nothing(cluster, tmp_path):
     res = run_module({**cluster, "process_counts": [1, 4]})
     assert res["failed"] is True
@@ -177,6 +178,7 @@ def test_missing_data_path_fails_every_rank_before_training(cluster):
 
 
 @pytest.mark.mpi
+@pytest.mark.battery("fault: a crashing rank is named with its stderr", bound_s=150)
 def test_a_crashing_rank_fails_with_its_stderr(cluster, tmp_path):
     # An IDX file whose header passes the pre-MPI check but whose payload is cut short.
     header = bytes([0, 0, 8, 3]) + (50).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2
@@ -193,6 +195,7 @@ def test_a_crashing_rank_fails_with_its_stderr(cluster, tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.battery("fault: a hung rank is killed at benchmark_timeout and named", bound_s=150)
 def test_a_hanging_rank_is_killed_at_the_timeout(cluster, tmp_path):
     # Rank 1 never starts Python: rank 0 waits for it in MPI_Init forever.
     wrapper = tmp_path / "python"

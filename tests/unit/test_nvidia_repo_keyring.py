@@ -59,6 +59,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.battery("bad input: an unpinned CUDA keyring offline is refused", bound_s=150)
 def test_an_unpinned_keyring_is_not_installed_offline(tmp_path):
     res = run(tmp_path, "-e", '{"stack_cuda_repo_keyring_sha256": {}, "mnc_offline": true}')
     assert res["stats"]["failures"] == 1 and res["changed"] == []
@@ -69,6 +70,7 @@ def test_an_unpinned_keyring_is_not_installed_offline(tmp_path):
     assert nothing_installed()
 
 
+@pytest.mark.battery("tamper: a CUDA keyring not matching its sha256 pin is not installed", bound_s=150)
 def test_a_keyring_that_does_not_match_its_pin_is_not_installed(tmp_path):
     fake = tmp_path / "cuda-keyring_1.1-1_all.deb"
     fake.write_bytes(b"not NVIDIA's keyring package\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_env import run_playbook
+from mnc_battery import record
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
@@ -120,6 +121,7 @@ def assert_no_node_contacted(output: str):
     assert not re.search(r"changed=[1-9]", output), output[-3000:]
 
 
+@pytest.mark.battery("site.yml: 7 mistakes on 4 nodes, all named in one failure", bound_s=BOUND_S)
 def test_five_mistakes_all_named_in_one_failure_of_site_yml(tmp_path):
     inventory = write_inventory(
         tmp_path / "inv",
@@ -172,6 +174,13 @@ CASES = [
      "stack_python_version", "n1"),
     ("offline with artifacts missing", {"n1": {}}, {"mnc_offline": True, "mnc_artifact_cache": "@CACHE@"},
      "mnc_artifact_cache", "controller"),
+    ("MPI user name with shell characters", {"n1": {}}, {"mnc_mpi_user": "mpi;id"}, "mnc_mpi_user", "n1"),
+    ("MPI user uid 0", {"n1": {"mnc_mpi_user_uid": 0}}, {}, "mnc_mpi_user_uid", "n1"),
+    ("private prefix 33", {"n1": {"mnc_private_prefix": 33}}, {}, "mnc_private_prefix", "n1"),
+    ("private IP empty", {"n1": {"mnc_private_ip": ""}}, {}, "mnc_private_ip", "n1"),
+    ("host name with a space", {"n1": {"mnc_private_hostname": "a b"}}, {}, "mnc_private_hostname", "n1"),
+    ("scheduler neither none nor slurm", {"n1": {}}, {"mnc_scheduler": "pbs"}, "mnc_scheduler", "n1"),
+    ("Python provider", {"n1": {}}, {"mnc_python_provider": "conda"}, "mnc_python_provider", "n1"),
 ]
 
 
@@ -191,6 +200,7 @@ def test_bad_inputs_each_refused_before_any_change(tmp_path):
         hung += wall >= BOUND_S
         refused += ok
         lines.append(f"  {'refused' if ok else 'NOT REFUSED'}: {name} ({host}: {var}) rc={rc} {wall:.1f} s")
+        record(f"preflight: {name} ({host}: {var})", ok, wall, BOUND_S, "tests/unit/test_preflight.py")
         if not ok:
             failures.append((name, rc, wall, problems or out[-2000:]))
     print("\n" + "\n".join(lines))

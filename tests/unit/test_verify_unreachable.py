@@ -56,6 +56,7 @@ mnc_nodes:
 
 
 
+@pytest.mark.battery("fault: nodes down during verify.yml (stopped, unroutable) named", bound_s=150)
 def test_nodes_that_do_not_answer_fail_verify_by_name(tmp_path, stopped_container):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(INVENTORY.format(stopped=stopped_container))
@@ -71,6 +72,7 @@ def test_nodes_that_do_not_answer_fail_verify_by_name(tmp_path, stopped_containe
     assert "not run: node-stopped, node-blackhole did not answer" in out or "FAILED:" in out, out
 
 
+@pytest.mark.battery("fault: nodes down during benchmark.yml named, no report", bound_s=150)
 def test_benchmark_names_the_nodes_that_do_not_answer(tmp_path, stopped_container):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(INVENTORY.format(stopped=stopped_container))
@@ -85,6 +87,7 @@ def test_benchmark_names_the_nodes_that_do_not_answer(tmp_path, stopped_containe
 
 
 @pytest.mark.parametrize("playbook", ["verify.yml", "benchmark.yml"])
+@pytest.mark.battery("fault: verify/benchmark --limit leaving nodes out refused", bound_s=60)
 def test_a_limited_run_is_refused_before_any_node_is_contacted(tmp_path, stopped_container, playbook):
     # Limited to the node that is down: refused by the controller, so no time is spent on it.
     inventory = tmp_path / "hosts.yml"

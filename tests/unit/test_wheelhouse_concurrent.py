@@ -32,6 +32,7 @@ PLAY = """\
 
 
 @pytest.mark.skipif(not index_reachable(), reason="the package index cannot be reached")
+@pytest.mark.battery("concurrency: two runs staging one wheelhouse at the same moment", bound_s=900)
 def test_two_runs_on_one_cache_both_pass_and_leave_one_complete_wheelhouse(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text(PLAY)

@@ -120,6 +120,7 @@ def test_pinned_wheelhouse_installs_with_require_hashes(bed):
     assert "--require-hashes" in install["hosts"]["localhost"]["cmd"]
 
 
+@pytest.mark.battery("tamper: a wheel altered in the cache is refused (offline)", bound_s=600)
 def test_a_wheel_altered_in_the_cache_is_refused(bed):
     (bed["house"] / WHEEL).write_bytes(bed["evil"].read_bytes())
     res = bed["run"]()
@@ -130,6 +131,7 @@ def test_a_wheel_altered_in_the_cache_is_refused(bed):
     assert bed["installed"]() is None
 
 
+@pytest.mark.battery("tamper: a wheelhouse stamp without sha256 values is not trusted", bound_s=600)
 def test_a_stamp_without_sha256_is_not_trusted(bed):
     stamp_path = bed["house"] / ".mncluster-wheelhouse.json"
     stamp = json.loads(stamp_path.read_text())
@@ -140,6 +142,7 @@ def test_a_stamp_without_sha256_is_not_trusted(bed):
     assert WHEEL in res["failures"][0] and bed["installed"]() is None
 
 
+@pytest.mark.battery("tamper: a wheel altered on the node is refused", bound_s=600)
 def test_a_wheel_altered_on_the_node_is_refused(bed):
     copy = bed["dest"] / WHEEL
     res = bed["run"](**bed["tamper"](copy, after="Copy the files that are missing or differ"))
@@ -152,6 +155,7 @@ def test_a_wheel_altered_on_the_node_is_refused(bed):
     assert again["failures"] == [] and bed["installed"]() == "SAYS = 'pinned'\n"
 
 
+@pytest.mark.battery("tamper: pip --require-hashes refuses a wheel altered after the check", bound_s=600)
 def test_pip_refuses_a_wheel_altered_after_the_check(bed):
     """--require-hashes: a file swapped between the node-side check and pip is refused by pip."""
     copy = bed["dest"] / WHEEL
@@ -178,6 +182,7 @@ ONLINE_PLAY = """\
 
 
 @pytest.mark.skipif(not index_reachable(), reason="the package index cannot be reached")
+@pytest.mark.battery("tamper: online, a wheel altered in the cache is named and fetched again", bound_s=600)
 def test_online_a_wheel_altered_in_the_cache_is_named_and_downloaded_again(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text(ONLINE_PLAY)

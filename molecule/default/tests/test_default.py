@@ -59,6 +59,7 @@ def test_cpu_mode_without_gpu(host):
     ],
     ids=["renumber-the-mpi-user", "take-an-existing-account", "take-roots-uid"],
 )
+@pytest.mark.battery("node: an mnc_mpi_user that clashes with an existing account")
 def test_an_mpi_user_that_clashes_is_refused_before_any_change(host, extra, message):
     accounts = host.check_output("getent passwd; getent group")
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
@@ -68,3 +69,74 @@ def test_an_mpi_user_that_clashes_is_refused_before_any_change(host, extra, mess
     assert proc.returncode != 0 and message in out, out[-3000:]
     assert all(s["changed"] == 0 for s in json.loads(proc.stdout)["stats"].values())
     assert host.check_output("getent passwd; getent group") == accounts
+
+
+# What a run of `common` may touch, read back so a check run can be shown to leave it as it was.
+TOUCHED = (
+    "getent passwd; getent group; dpkg-query -W -f '${Package} ${Version}\\n' | md5sum; "
+    "stat -c '%n %U %G %a %s %Y' /home /home/* /home/*/mncluster /etc/hosts /etc/ansible/facts.d "
+    "/etc/ansible/facts.d/* 2>&1; md5sum /etc/hosts /etc/ansible/facts.d/* 2>&1"
+)
+
+
+def _check_run(host, *extra):
+    """converge.yml with --check --diff: (process, {task name: [result per host]}, listing before, after)."""
+    before = host.run(TOUCHED).stdout
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    proc, _ = run_playbook(Path(__file__).parents[1] / "converge.yml", "--check", "--diff", *extra,
+                           inventory=inventory, json_output=True)  # fmt: skip
+    tasks = {}
+    if proc.stdout.startswith("{"):
+        for play in json.loads(proc.stdout)["plays"]:
+            for task in play["tasks"]:
+                name = task["task"]["name"].split(" : ")[-1]  # without the "role : " prefix
+                tasks.setdefault(name, []).extend(task["hosts"].values())
+    return proc, tasks, before, host.run(TOUCHED).stdout
+
+
+def test_a_check_run_on_the_converged_node_reports_no_change(host):
+    # Drift detection: on a converged node `--check --diff` reports changed=0, runs the read-only
+    # probes (a skipped GPU count would decide CPU mode on a GPU node and report the recorded
+    # mode as a change) and writes nothing.
+    proc, tasks, before, after = _check_run(host)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    stats = json.loads(proc.stdout)["stats"]
+    assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
+    probe = tasks["Count NVIDIA 3D/VGA controllers"]
+    assert probe and not any(r.get("skipped") for r in probe), probe
+    assert after == before
+
+
+def test_a_check_run_for_an_mpi_user_not_created_yet_changes_nothing(host):
+    # What a fresh node looks like to `common` in check mode: the account does not exist yet, so
+    # the work directory cannot be made as it (sudo to an unknown user). The check says so,
+    # reports the account as a change, and creates nothing.
+    proc, tasks, before, after = _check_run(host, "-e", json.dumps({"mnc_mpi_user": "mnccheck",
+                                                                   "mnc_mpi_user_uid": 2100}))  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "check mode: mnccheck does not exist on mnc-default-node yet" in proc.stdout
+    assert any(r.get("changed") for r in tasks["Create the MPI user"])
+    assert after == before
+    assert host.run("getent passwd mnccheck").rc == 2
+
+
+def test_a_check_run_of_site_yml_on_a_node_without_the_mpi_user_changes_nothing(host, tmp_path):
+    # The whole of site.yml in check mode, as on a fresh node (its MPI user does not exist yet):
+    # the base stage says what it would change, every later stage stops for the node saying why
+    # (they run as that user), verify measures nothing, the benchmark plans nothing; rc 0 and
+    # nothing touched. site.yml's plays are on mnc_nodes: the node joins that group here.
+    (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    before = host.run(TOUCHED).stdout
+    fresh = "mnc_mpi_user=mnccheck mnc_mpi_user_uid=2100"
+    proc, wall = run_playbook(ROOT / "site.yml", "--check", "--diff", "-e", fresh,
+                              inventory=[inventory, tmp_path / "nodes.yml"])  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert host.run(TOUCHED).stdout == before
+    stopped = "check mode: mnc-default-node has no MPI user mnccheck yet"
+    # gpu, mpi, python, network, chainer, scheduler (2 plays) and the benchmark's nodes' play
+    assert out.count(stopped) >= 8, out[-3000:]
+    assert "check mode: verify measures" in out
+    assert "check mode: benchmark not planned, mnc-default-node" in out
+    print(f"site.yml --check --diff on a node without the MPI user: {wall:.0f} s, rc 0, nothing touched")

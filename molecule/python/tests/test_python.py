@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
-from ansible_env import podman_hosts
+from ansible_env import ANSIBLE_PLAYBOOK, podman_hosts, repo_ansible_env, run_playbook
 
 # One `podman exec` per check (tests/unit/ansible_env.py).
 testinfra_hosts = podman_hosts("all")
@@ -154,3 +155,70 @@ def test_chainermn_allreduce_on_two_ranks(ssh):
     assert result["allreduce_sum"] == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0, 18.0, 21.0]
     assert result["mean_grad"] and all(m == 1.5 for m in result["mean_grad"])
     assert result["ok"] is True
+
+
+
+def _markers(host):
+    """md5 of the build markers of what the converge built or unpacked (OpenMPI, the mpi4py wheel,
+    CPython on the pyenv path): a rebuild or a re-unpack rewrites them."""
+    paths = (
+        "/opt/openmpi/*/.mncluster-build.json"
+        " /var/cache/mncluster/wheels/mpi4py-built/.mncluster-build.json"
+    )
+    if PYENV:
+        paths += f" {HOME}/.pyenv/versions/*/.mncluster-build.json"
+    return host.check_output(f"md5sum {paths}")
+
+
+def test_a_point_release_upgrade_rebuilds_nothing_and_keeps_a_user_virtualenv(host, facts):
+    # issue 16: an `apt upgrade` moves /etc/debian_version to the next point release (12.7 ->
+    # 12.8, same ABI). The fingerprints carry the release (bookworm), so the next run rebuilds
+    # nothing (OpenMPI, the mpi4py wheel, CPython) and a virtualenv the user made is still there.
+    release = host.file("/etc/debian_version").content_string
+    major, _, point = release.strip().partition(".")
+    bumped = f"{major}.{int(point or 0) + 1}"
+    if PYENV:  # beside ours, under the CPython a rebuild would swap
+        base = f"{HOME}/.pyenv/versions/{facts['python_version']}"
+        env, python = f"{base}/envs/users-own", f"{base}/bin/python"
+    else:
+        env, python = f"{HOME}/.venvs/users-own", "python3"
+    made = host.run(f"runuser -u {USER} -- {python} -m venv {env} && runuser -u {USER} -- touch {env}/mine")
+    assert made.rc == 0, made.stderr
+    markers = _markers(host)
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    try:
+        host.run_expect([0], f"printf '%s\\n' {bumped} > /etc/debian_version")
+        # what the roles' facts see (ansible's distribution_version reads that file)
+        setup = [str(ANSIBLE_PLAYBOOK.with_name("ansible")), "all", "-i", str(inventory), "-m", "setup",
+                 "-a", "filter=ansible_distribution_version"]  # fmt: skip
+        seen = subprocess.run(setup, env=repo_ansible_env(json_output=False), capture_output=True, text=True)
+        assert f'"ansible_distribution_version": "{bumped}"' in seen.stdout, seen.stdout + seen.stderr
+        proc, wall = run_playbook(Path(__file__).parents[1] / "converge.yml", inventory=inventory,
+                                  json_output=True, timeout=1200)  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        stats = json.loads(proc.stdout)["stats"]
+        assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
+        assert _markers(host) == markers
+        assert host.file(f"{env}/mine").exists and host.file(f"{env}/bin/python").exists
+    finally:
+        host.run(f"printf '%s' {shlex.quote(release)} > /etc/debian_version")
+        host.run(f"rm -rf {env}")
+    print(f"/etc/debian_version {release.strip()} -> {bumped}: re-converge {wall:.0f} s, changed=0, "
+          f"build markers unchanged, {env} kept")  # fmt: skip
+
+
+def test_a_check_run_on_the_converged_node_reports_no_change(host):
+    # Drift detection for the build roles (common, pyenv, cuda, openmpi, chainer): --check --diff
+    # on the converged node reports changed=0 (the read-only probes run in check mode, the
+    # roles' own checks that run the installed programs are skipped, saying so) and rebuilds,
+    # unpacks or installs nothing.
+    markers = _markers(host)
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    proc, wall = run_playbook(Path(__file__).parents[1] / "converge.yml", "--check", "--diff",
+                              inventory=inventory, json_output=True, timeout=1200)  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    stats = json.loads(proc.stdout)["stats"]
+    assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
+    assert "check mode: openmpi's own checks" in proc.stdout
+    assert _markers(host) == markers
+    print(f"converge.yml --check --diff on the converged node: {wall:.0f} s, changed=0")

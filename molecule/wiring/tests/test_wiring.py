@@ -194,6 +194,7 @@ def test_validator_rejects_broken_files(host, sed, message):
     ],
     ids=["ifupdown-address", "netplan-address", "netplan-interface"],
 )
+@pytest.mark.battery("node: a bad bond address or interface fails validation, not applied", bound_s=300)
 def test_bad_inventory_fails_and_changes_nothing(host, node, extra, message):
     if host.backend.hostname != node:
         pytest.skip("runs once, against its node")
@@ -207,6 +208,7 @@ def test_bad_inventory_fails_and_changes_nothing(host, node, extra, message):
     assert not host.file(LIVE[r]).exists
 
 
+@pytest.mark.battery("node: shell characters in an interface name refused before rendering", bound_s=300)
 def test_shell_characters_in_an_interface_name_are_refused_before_rendering(host):
     if host.backend.hostname != "mnc-wiring-1":
         pytest.skip("runs once, against its node")
@@ -248,6 +250,7 @@ def test_no_bond_changes_nothing_and_one_nic_is_refused(host, interfaces, rc, me
 # --- common with --limit --------------------------------------------------------------------------
 
 
+@pytest.mark.battery("fault: a --limit base run keeps every node in /etc/hosts", bound_s=300)
 def test_limited_base_run_keeps_every_node_in_etc_hosts(host):
     """`base.yml --limit <node>` (re-running one node) changes nothing and keeps the
     other nodes' names: /etc/hosts lists the inventory's mnc_nodes, not the play's."""
@@ -265,6 +268,7 @@ def test_limited_base_run_keeps_every_node_in_etc_hosts(host):
 # --- root and the MPI user's home -----------------------------------------------------------------
 
 
+@pytest.mark.battery("link: a ~/.bashrc linked to a root file is not followed by root", bound_s=300)
 def test_a_bashrc_linked_to_a_root_file_is_not_followed_by_root(host):
     """The MPI user makes ~/.bashrc a link to a root-owned file: the ~/.bashrc block
     (openmpi's here; cuda's and pyenv's are written the same way, as the user) leaves the
@@ -315,6 +319,7 @@ def test_a_bashrc_linked_to_a_root_file_is_not_followed_by_root(host):
     ],
     ids=["another-owner", "link"],
 )  # fmt: skip
+@pytest.mark.battery("scratch: a build scratch planted before the build is refused, kept as was", bound_s=300)
 def test_a_build_scratch_planted_before_the_build_is_refused(host, plant, message):
     """The build scratch is root's own, outside /tmp and /var/tmp: one another user made
     first, or a link, is refused, named, before anything is built, and left as it was."""
@@ -490,6 +495,7 @@ def _wait_until_reachable(node, timeout=180):
     raise AssertionError(f"{node}: sshd not reachable from {peers} {timeout}s after restart")
 
 
+@pytest.mark.battery("fault: a node down during verify.yml is named in the table", bound_s=300)
 def test_verify_names_a_node_that_does_not_answer(host):
     if host.backend.hostname != "mnc-wiring-1":
         pytest.skip("runs once")
