@@ -62,6 +62,18 @@ CASE_PLAY = """\
 """
 
 
+# The end of a case's block in ``run_cases``' task text: a case the role refuses writes
+# {"failed": <message>} as its document instead of the role's results.
+CASE_REFUSAL = """\
+  rescue:
+    - name: "Write the refusal ({{ case.name }})"
+      ansible.builtin.copy:
+        dest: "{{ case_out }}/{{ case.name }}.json"
+        content: "{{ {'failed': ansible_failed_result.msg | default(ansible_failed_result)} | to_json }}"
+        mode: "0644"
+"""
+
+
 def run_cases(tmp: Path, title: str, case_tasks: str, cases: list[dict], files: dict | None = None) -> dict:
     """Run ``case_tasks`` once per case (``case`` in the loop, ``case_out`` the directory where
     each case writes ``<name>.json``) in one real ansible-playbook on localhost; ``files`` are more

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_env import run_cases, run_playbook
+from ansible_env import CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
@@ -72,13 +72,7 @@ CASE_TASKS = """\
               'enabled': __nvidia_driver_services_enabled,
               'record': __nvidia_driver_services_record} | to_json }}
         mode: "0644"
-  rescue:
-    - name: "Write the refusal ({{ case.name }})"
-      ansible.builtin.copy:
-        dest: "{{ case_out }}/{{ case.name }}.json"
-        content: "{{ {'failed': ansible_failed_result.msg | default(ansible_failed_result)} | to_json }}"
-        mode: "0644"
-"""
+""" + CASE_REFUSAL
 
 
 # The nvidia_repo render: the driver's own pin (install-nvidia_repo, as molecule/gpu_render

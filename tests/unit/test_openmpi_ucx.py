@@ -12,7 +12,7 @@ is not rebuilt by this option's existence. A real UCX build is not part of this 
 from __future__ import annotations
 
 import pytest
-from ansible_env import run_cases
+from ansible_env import CASE_REFUSAL, run_cases
 
 # Every fact a case may change, at its default: the cases run one after the other in one play
 # (set as facts, which outrank the role's defaults), so each sets them all.
@@ -57,13 +57,7 @@ CASE_TASKS = """\
               'ucx_fingerprint': __openmpi_ucx_fingerprint if openmpi_ucx_build | bool else none,
               'ucx_prefix': __openmpi_ucx_prefix if openmpi_ucx_build | bool else none} | to_json }}
         mode: "0644"
-  rescue:
-    - name: "Write the refusal ({{ case.name }})"
-      ansible.builtin.copy:
-        dest: "{{ case_out }}/{{ case.name }}.json"
-        content: "{{ {'failed': ansible_failed_result.msg | default(ansible_failed_result)} | to_json }}"
-        mode: "0644"
-"""
+""" + CASE_REFUSAL
 
 
 def _case(name, **knobs):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_env import run_cases, run_playbook
+from ansible_env import CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
@@ -66,13 +66,7 @@ CASE_TASKS = """\
           {{ {'plan': __rdma_plan, 'enabled': __rdma_enabled, 'record': __rdma_record,
               'packages': __rdma_packages} | to_json }}
         mode: "0644"
-  rescue:
-    - name: "Write the refusal ({{ case.name }})"
-      ansible.builtin.copy:
-        dest: "{{ case_out }}/{{ case.name }}.json"
-        content: "{{ {'failed': ansible_failed_result.msg | default(ansible_failed_result)} | to_json }}"
-        mode: "0644"
-"""
+""" + CASE_REFUSAL
 
 
 def _case(name, distro="debian12", **knobs):
