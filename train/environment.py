@@ -149,11 +149,7 @@ def find_ompi_info(env=None) -> str | None:
         dirs.append(os.path.join(os.path.dirname(env["OMPI_LIBDIR_LOC"].rstrip("/")), "bin"))
     if env.get("OPAL_PREFIX"):
         dirs.append(os.path.join(env["OPAL_PREFIX"], "bin"))
-    for d in dirs:
-        candidate = os.path.join(d, "ompi_info")
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return shutil.which("ompi_info", path=os.pathsep.join(dirs)) if dirs else None
 
 
 def ompi_settings() -> dict:
