@@ -62,6 +62,17 @@ CASE_PLAY = """\
 """
 
 
+# The start of a case in ``run_cases``' task text: the case's variables set as facts (they
+# outrank the role's vars), so every case of the one play sees only its own.
+CASE_FACTS = """\
+- name: "Set the case's facts ({{ case.name }})"
+  ansible.builtin.set_fact:
+    "{{ item.key }}": "{{ item.value }}"
+  loop: "{{ case.vars | dict2items }}"
+  loop_control:
+    label: "{{ item.key }}"
+"""
+
 # The end of a case's block in ``run_cases``' task text: a case the role refuses writes
 # {"failed": <message>} as its document instead of the role's results.
 CASE_REFUSAL = """\

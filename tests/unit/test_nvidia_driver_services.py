@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_env import CASE_REFUSAL, run_cases, run_playbook
+from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
@@ -46,13 +46,7 @@ BASE = {
     "nvidia_driver_persistenced": True,
     "__nvidia_driver_distro_installed": {"stdout": ""},
 }
-CASE_TASKS = """\
-- name: "Set the case's facts ({{ case.name }})"
-  ansible.builtin.set_fact:
-    "{{ item.key }}": "{{ item.value }}"
-  loop: "{{ case.vars | dict2items }}"
-  loop_control:
-    label: "{{ item.key }}"
+CASE_TASKS = CASE_FACTS + """\
 - name: "Decide ({{ case.name }})"
   block:
     - name: "Run the decision ({{ case.name }})"

@@ -12,7 +12,7 @@ is not rebuilt by this option's existence. A real UCX build is not part of this 
 from __future__ import annotations
 
 import pytest
-from ansible_env import CASE_REFUSAL, run_cases
+from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases
 
 # Every fact a case may change, at its default: the cases run one after the other in one play
 # (set as facts, which outrank the role's defaults), so each sets them all.
@@ -31,12 +31,7 @@ CASE_TASKS = """\
   ansible.builtin.setup:
     gather_subset: [min]
   when: ansible_facts.distribution is not defined
-- name: "Set the case's facts ({{ case.name }})"
-  ansible.builtin.set_fact:
-    "{{ item.key }}": "{{ item.value }}"
-  loop: "{{ case.vars | dict2items }}"
-  loop_control:
-    label: "{{ item.key }}"
+""" + CASE_FACTS + """\
 - name: "Settle the inputs ({{ case.name }})"
   block:
     - name: "Settle ({{ case.name }})"

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_env import CASE_REFUSAL, run_cases, run_playbook
+from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
@@ -39,13 +39,7 @@ BASE = {
     "__rdma_lspci": {"stdout": ""},
     "__rdma_checked": {},
 }
-CASE_TASKS = """\
-- name: "Set the case's facts ({{ case.name }})"
-  ansible.builtin.set_fact:
-    "{{ item.key }}": "{{ item.value }}"
-  loop: "{{ case.vars | dict2items }}"
-  loop_control:
-    label: "{{ item.key }}"
+CASE_TASKS = CASE_FACTS + """\
 - name: "Decide and render ({{ case.name }})"
   block:
     - name: "Decide ({{ case.name }})"
