@@ -20,6 +20,7 @@ import mnc_artifacts
 import mnc_gpu_matrix
 import mnc_hostfile
 import mnc_hw
+import mnc_packages
 import mnc_preflight
 
 
@@ -100,9 +101,16 @@ def mnc_ibv_ports(text):
     return mnc_hw.ibv_ports(text)
 
 
+def mnc_missing_packages(names, local_facts=None):
+    """The ``names`` that the node's package fact does not list as installed:
+    ``pkgs | mnc_missing_packages(ansible_local | default({}))`` (empty: apt can be skipped)."""
+    return mnc_packages.missing_packages(names, local_facts)
+
+
 class FilterModule:
     def filters(self):
         return {
+            "mnc_missing_packages": mnc_missing_packages,
             "mnc_artifact_source": mnc_artifact_source,
             "mnc_gpu_stack_problems": mnc_gpu_stack_problems,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
