@@ -1,0 +1,184 @@
+#!/usr/bin/python
+"""Ansible module: write a role's set of small root-owned files in one pass."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mnc_write_files
+short_description: Write several files, given their contents, in one module run
+description:
+  - For each file, compares the given content and mode with what is on the node and replaces the
+    file only when either differs. One task (one module run) per role for its files, where a loop
+    of C(ansible.builtin.template) costs one module run per file on every node, changed or not.
+  - The contents are rendered on the controller, as C(ansible.builtin.template) would render them
+    (C(lookup('ansible.builtin.template', 'x.j2'))), or read (C(lookup('ansible.builtin.file', ...))).
+  - Each file is replaced atomically (a temporary file in the same directory, then a rename), so a
+    reader never sees half of it and a symlink at the path is replaced, never followed.
+  - For root's own configuration (under /etc, /opt, /usr/local): it writes as the user the task
+    runs as and sets no owner. Never point it into a directory another user can write.
+  - Missing parent directories are created (mode C(dir_mode)).
+  - Supports check mode and diff mode.
+options:
+  files:
+    description: The files.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      dest:
+        description: Absolute path of the file.
+        type: path
+        required: true
+      content:
+        description: The whole content of the file.
+        type: str
+        required: true
+      mode:
+        description: Mode of the file, octal as a string (C("0644")).
+        type: str
+        default: "0644"
+  dir_mode:
+    description: Mode of the parent directories it creates.
+    type: str
+    default: "0755"
+author: mncluster
+"""
+
+EXAMPLES = r"""
+- name: Write the job scripts
+  mnc_write_files:
+    files:
+      - dest: /etc/mncluster/jobs/chainermn.sbatch
+        content: "{{ lookup('ansible.builtin.template', 'chainermn.sbatch.j2') }}"
+        mode: "0755"
+      - dest: /etc/mncluster/jobs/chainermn.pbs
+        content: "{{ lookup('ansible.builtin.template', 'chainermn.pbs.j2') }}"
+        mode: "0755"
+"""
+
+RETURN = r"""
+changed_files:
+  description: The files that were (or, in check mode, would be) replaced.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _mode(text, what):
+    try:
+        mode = int(str(text), 8)
+    except ValueError:
+        raise ValueError(f"{what}: mode {text!r} is not an octal number such as 0644") from None
+    if not 0 <= mode <= 0o7777:
+        raise ValueError(f"{what}: mode {text!r} is out of range")
+    return mode
+
+
+def _current(dest):
+    """(content bytes or None, mode or None) of a regular file at ``dest`` (a link counts as absent)."""
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return None, None
+    if not stat.S_ISREG(st.st_mode):
+        return None, None
+    with open(dest, "rb") as f:
+        return f.read(), stat.S_IMODE(st.st_mode)
+
+
+def _make_dirs(path, mode):
+    missing = []
+    while path and not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        os.mkdir(directory, mode)
+        os.chmod(directory, mode)
+
+
+def _write(dest, data, mode):
+    directory = os.path.dirname(dest)
+    fd, tmp = tempfile.mkstemp(prefix=".mnc-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run(files, dir_mode_text, check_mode=False):
+    """Compare and write; returns (changed_files, diffs). Raises ValueError on bad input."""
+    dir_mode = _mode(dir_mode_text, "dir_mode")
+    plan = []
+    seen = set()
+    for item in files:
+        dest = item.get("dest") or ""
+        if not os.path.isabs(dest) or dest.endswith("/"):
+            raise ValueError(f"dest {dest!r} must be an absolute path of a file")
+        if dest in seen:
+            raise ValueError(f"dest {dest} is given twice")
+        seen.add(dest)
+        if item.get("content") is None:
+            raise ValueError(f"{dest}: content is required")
+        plan.append((dest, str(item["content"]).encode("utf-8"), _mode(item.get("mode") or "0644", dest)))
+    changed, diffs = [], []
+    for dest, data, mode in plan:
+        before, before_mode = _current(dest)
+        if before == data and before_mode == mode:
+            continue
+        changed.append(dest)
+        diffs.append({
+            "before_header": dest,
+            "after_header": dest,
+            "before": before.decode("utf-8", "replace") if before is not None else "",
+            "after": data.decode("utf-8", "replace"),
+        })  # fmt: skip
+        if not check_mode:
+            _make_dirs(os.path.dirname(dest), dir_mode)
+            _write(dest, data, mode)
+    return changed, diffs
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "files": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "dest": {"type": "path", "required": True},
+                    "content": {"type": "str", "required": True},
+                    "mode": {"type": "str", "default": "0644"},
+                },
+            },
+            "dir_mode": {"type": "str", "default": "0755"},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        changed, diffs = run(module.params["files"], module.params["dir_mode"], module.check_mode)
+    except (ValueError, OSError) as exc:
+        module.fail_json(msg=f"mnc_write_files: {exc}")
+    result = {"changed": bool(changed), "changed_files": changed}
+    if module._diff and diffs:
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

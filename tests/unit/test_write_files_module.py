@@ -1,0 +1,72 @@
+"""library/mnc_write_files.py run by real Ansible: files written with their content and mode in
+one run, missing directories made; a second run changes nothing; only a file whose content or mode
+differs is replaced; a link at a path is replaced, never followed; check mode writes nothing;
+bad input is refused before any file is written."""
+
+from __future__ import annotations
+
+from ansible_env import run_module
+
+
+def test_files_written_once_and_a_second_run_changes_nothing(tmp_path):
+    files = [
+        {"dest": str(tmp_path / "etc/jobs/a.sbatch"), "content": "#!/bin/bash\necho a\n", "mode": "0755"},
+        {"dest": str(tmp_path / "etc/lmod/openmpi/5.0.7.lua"), "content": "-- lua\n"},
+    ]
+    first = run_module("mnc_write_files", {"files": files})
+    assert first["changed"] is True and first["changed_files"] == [f["dest"] for f in files], first
+    assert (tmp_path / "etc/jobs/a.sbatch").read_text() == "#!/bin/bash\necho a\n"
+    assert oct((tmp_path / "etc/jobs/a.sbatch").stat().st_mode & 0o7777) == "0o755"
+    assert oct((tmp_path / "etc/lmod/openmpi/5.0.7.lua").stat().st_mode & 0o7777) == "0o644"
+    assert oct((tmp_path / "etc/lmod/openmpi").stat().st_mode & 0o7777) == "0o755"
+    second = run_module("mnc_write_files", {"files": files})
+    assert second["changed"] is False and second["changed_files"] == [], second
+
+
+def test_only_the_file_that_differs_is_replaced(tmp_path):
+    same, other, mode = tmp_path / "same", tmp_path / "other", tmp_path / "mode"
+    same.write_text("kept\n")
+    other.write_text("old\n")
+    mode.write_text("x\n")
+    for p in (same, other, mode):
+        p.chmod(0o644)
+    files = [
+        {"dest": str(same), "content": "kept\n"},
+        {"dest": str(other), "content": "new\n"},
+        {"dest": str(mode), "content": "x\n", "mode": "0600"},
+    ]
+    res = run_module("mnc_write_files", {"files": files}, "--diff")
+    assert res["changed_files"] == [str(other), str(mode)], res
+    assert other.read_text() == "new\n" and oct(mode.stat().st_mode & 0o777) == "0o600"
+    assert any(d["before"] == "old\n" and d["after"] == "new\n" for d in res["diff"]), res
+
+
+def test_a_link_at_the_path_is_replaced_not_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    link = tmp_path / "conf"
+    link.symlink_to(victim)
+    res = run_module("mnc_write_files", {"files": [{"dest": str(link), "content": "mine\n"}]})
+    assert res["changed"] is True, res
+    assert victim.read_text() == "precious\n"
+    assert not link.is_symlink() and link.read_text() == "mine\n"
+
+
+def test_check_mode_reports_and_writes_nothing(tmp_path):
+    dest = tmp_path / "new/dir/file"
+    res = run_module("mnc_write_files", {"files": [{"dest": str(dest), "content": "x\n"}]}, "--check")
+    assert res["changed"] is True and res["changed_files"] == [str(dest)], res
+    assert not (tmp_path / "new").exists()
+
+
+def test_bad_input_is_refused_before_any_file_is_written(tmp_path):
+    good = {"dest": str(tmp_path / "good"), "content": "x\n"}
+    bads = [
+        {"dest": "relative/path", "content": "x"},
+        {"dest": str(tmp_path / "m"), "content": "x", "mode": "rw"},
+        {"dest": good["dest"], "content": "twice"},
+    ]
+    for bad in bads:
+        res = run_module("mnc_write_files", {"files": [good, bad]})
+        assert res.get("failed") is True and "mnc_write_files:" in res["msg"], res
+        assert not (tmp_path / "good").exists()
