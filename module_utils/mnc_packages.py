@@ -1,8 +1,8 @@
 """Which of a role's distribution packages are not installed yet.
 
-Every stage's fact gathering runs /etc/ansible/facts.d/mncluster_packages.fact
+Every stage's fact gathering runs /etc/ansible/facts.d/mncluster-packages.fact
 (the common role installs it): dpkg's installed packages, as
-``ansible_local.mncluster_packages.installed``. A role's apt task is skipped
+``ansible_local["mncluster-packages"].installed``. A role's apt task is skipped
 when none of its packages is missing, so that a re-run does not pay for
 apt's cache (a second or more per task and node) to learn what dpkg already
 said. Anything this cannot judge counts as missing, and apt decides:
@@ -29,7 +29,7 @@ def missing_packages(names, local_facts=None):
     if isinstance(names, str):
         names = [names]
     names = [str(name) for name in (names or [])]
-    record = (local_facts or {}).get("mncluster_packages") if isinstance(local_facts, dict) else None
+    record = (local_facts or {}).get("mncluster-packages") if isinstance(local_facts, dict) else None
     installed = record.get("installed") if isinstance(record, dict) else None
     if not isinstance(installed, list):
         return names

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
 import mnc_packages
 
-FACT = {"mncluster_packages": {"installed": ["lmod", "munge", "libc6", "python3-venv"]}}
+FACT = {"mncluster-packages": {"installed": ["lmod", "munge", "libc6", "python3-venv"]}}
 
 
 def test_installed_names_are_not_missing_and_the_others_are():
@@ -22,7 +22,7 @@ def test_installed_names_are_not_missing_and_the_others_are():
 
 def test_without_the_fact_every_name_is_missing():
     """A node the common role has not set up yet (or no dpkg): apt decides."""
-    for local in (None, {}, {"mncluster_packages": {}}, {"mncluster_packages": "x"}, {"other": FACT}):
+    for local in (None, {}, {"mncluster-packages": {}}, {"mncluster-packages": "x"}, {"other": FACT}):
         assert mnc_packages.missing_packages(["lmod", "munge"], local) == ["lmod", "munge"]
 
 
@@ -34,7 +34,7 @@ def test_what_it_cannot_judge_counts_as_missing():
 
 def test_the_fact_script_lists_what_dpkg_has_installed():
     """The script fact gathering runs: JSON with this machine's installed packages, and only those."""
-    script = ROOT / "roles/common/files/mncluster_packages.fact"
+    script = ROOT / "roles/common/files/mncluster-packages.fact"
     out = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=True).stdout
     installed = json.loads(out)["installed"]
     status = subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Abbrev} ${Package}\\n"],
@@ -42,5 +42,5 @@ def test_the_fact_script_lists_what_dpkg_has_installed():
     expected = {line.split()[1] for line in status.splitlines() if line.startswith("ii")}
     assert set(installed) == expected
     assert "dpkg" in installed
-    fact = {"mncluster_packages": {"installed": installed}}
+    fact = {"mncluster-packages": {"installed": installed}}
     assert mnc_packages.missing_packages(["dpkg", "mnc-no-such-package"], fact) == ["mnc-no-such-package"]
