@@ -15,8 +15,8 @@ description:
     (C(lookup('ansible.builtin.template', 'x.j2'))), or read (C(lookup('ansible.builtin.file', ...))).
   - Each file is replaced atomically (a temporary file in the same directory, then a rename), so a
     reader never sees half of it and a symlink at the path is replaced, never followed.
-  - For root's own configuration (under /etc, /opt, /usr/local): it writes as the user the task
-    runs as and sets no owner. Never point it into a directory another user can write.
+  - For root's own configuration (under /etc, /opt, /usr/local), or a user's own files when the
+    task runs as that user. It writes as the user the task runs as and sets no owner. Never point it into a directory another user can write.
   - Missing parent directories are created (mode C(dir_mode)).
   - Supports check mode and diff mode.
 options:
