@@ -67,7 +67,7 @@ options:
   partial:
     description:
       - The sweep stopped before its last process count (C(failed_processes), the C(reason), the
-        counts C(not_run) and the C(measured) ones): the report says so in its title and first lines
+        counts C(not_run) and the C(measured) ones); the report says so in its title and first lines
         and keeps it as C(partial) in C(report.json). C(playbooks/benchmark.yml) writes such a report
         to C(<timestamp>-partial) and leaves C(latest) alone.
     type: dict

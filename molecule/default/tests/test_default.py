@@ -290,7 +290,8 @@ def test_links_planted_in_the_work_directory_are_not_followed_by_root(host, tmp_
                                 "-e", f"benchmark_report_root={reports}", inventory=inventory)  # fmt: skip
         # Root neither re-owned the links' target nor wrote into it.
         after = _sh(VICTIM_STATE)
-        assert after == before, f"before:\n{before}\nafter:\n{after}\n" + (verify.stdout + verify.stderr)[-2000:]
+        tail = (verify.stdout + verify.stderr)[-2000:]
+        assert after == before, f"before:\n{before}\nafter:\n{after}\n{tail}"
         assert before.splitlines()[0].startswith(f"{VICTIM} root:root 750 ")
         for name in PLANTED:  # still the user's links (stat without -L: the link itself)
             link = f"/home/mpiuser/mncluster/{name}"
