@@ -83,6 +83,12 @@ def mnc_preflight_spec_problems(results, host):
     return mnc_preflight.spec_problems(host, results)
 
 
+def mnc_slots_over_gpus(slots, host, variable, gpus):
+    """In GPU mode, a rank count per node above the node's counted GPUs, named (empty: fine):
+    ``mnc_slots_per_node | mnc_slots_over_gpus(inventory_hostname, 'mnc_slots_per_node', mnc_gpu_count)``."""
+    return mnc_preflight.slots_over_gpus(host, variable, slots, gpus)
+
+
 def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version):
     """Why the pinned CUDA / cuDNN / NCCL / CuPy do not load together (empty: they do)."""
     return mnc_gpu_matrix.gpu_stack_problems(
@@ -125,4 +131,5 @@ class FilterModule:
             "mnc_preflight_node": mnc_preflight_node,
             "mnc_preflight_cluster": mnc_preflight_cluster,
             "mnc_preflight_spec_problems": mnc_preflight_spec_problems,
+            "mnc_slots_over_gpus": mnc_slots_over_gpus,
         }

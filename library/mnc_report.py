@@ -64,6 +64,13 @@ options:
     description: Percent drop of point-to-point bandwidth that is flagged.
     type: float
     default: 20
+  partial:
+    description:
+      - The sweep stopped before its last process count (C(failed_processes), the C(reason), the
+        counts C(not_run) and the C(measured) ones); the report says so in its title and first lines
+        and keeps it as C(partial) in C(report.json). C(playbooks/benchmark.yml) writes such a report
+        to C(<timestamp>-partial) and leaves C(latest) alone.
+    type: dict
   cluster_state:
     description:
       - Fingerprint of what was measured (nodes' stack records, hostfile, benchmark program and
@@ -91,6 +98,10 @@ files:
   returned: always
   type: list
   elements: str
+partial:
+  description: The O(partial) given, when the report is a partial one.
+  returned: always
+  type: dict
 runs:
   description: Per process count, throughput, efficiency, phase medians and bandwidths.
   returned: always
@@ -239,6 +250,19 @@ def _plot_bandwidth(plt, report, path):
 
 
 
+def _partial(given):
+    """The partial sweep's record with its counts as numbers (a template may hand them as strings)."""
+    def count(value):
+        return int(value) if str(value).strip().lstrip("-").isdigit() else value
+
+    out = dict(given)
+    out["failed_processes"] = count(given.get("failed_processes"))
+    for key in ("measured", "not_run"):
+        out[key] = [count(v) for v in given.get(key) or []]
+    out["reason"] = str(given.get("reason") or "")
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -249,6 +273,7 @@ def main():
             plots=dict(type="bool", default=True),
             latest_link=dict(type="bool", default=True),
             cluster_state=dict(type="str"),
+            partial=dict(type="dict"),
             link_gbps=dict(type="float"),
             baseline=dict(type="path"),
             baseline_tolerance=dict(type="float", default=10.0),
@@ -269,6 +294,8 @@ def main():
             meta["link_gbps"] = p["link_gbps"]
         report = build_report(p["documents"], meta)
         report["verdict"] = assess(report, p["link_gbps"])
+        if p["partial"]:
+            report["partial"] = _partial(p["partial"])
     except (KeyError, TypeError, ValueError) as e:
         module.fail_json(msg=f"the documents are not benchmark documents: {e!r}")
     if p["baseline"]:
@@ -325,7 +352,7 @@ def main():
         link = os.path.join(p["dest"], "latest")
         point_link(link, p["timestamp"])  # relative: the reports tree can move
     module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary,
-                     comparison=report.get("comparison"))
+                     comparison=report.get("comparison"), partial=report.get("partial"))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ description:
   - Each file is replaced atomically (a temporary file in the same directory, then a rename), so a
     reader never sees half of it and a symlink at the path is replaced, never followed.
   - For root's own configuration (under /etc, /opt, /usr/local), or a user's own files when the
-    task runs as that user. It writes as the user the task runs as and sets no owner. Never point it into a directory another user can write.
+    task runs as that user. It writes as the user the task runs as and sets no owner. Never
+    point it, as root, into a directory another user can write.
   - Missing parent directories are created (mode C(dir_mode)).
   - Supports check mode and diff mode.
 options:

@@ -507,11 +507,30 @@ def _pinning_lines(pinning):
     return [f"Network pinning (every job): Open MPI TCP {mpi_text}; NCCL sockets {nccl_text}.", ""]
 
 
+def _partial_lines(partial):
+    """The title, and for a sweep that stopped part way what is missing, before anything else."""
+    if not partial:
+        return ["# ChainerMN scaling report"]
+    measured = ", ".join(str(n) for n in partial.get("measured") or []) or "none"
+    not_run = ", ".join(str(n) for n in partial.get("not_run") or [])
+    reason = " ".join(str(partial.get("reason") or "").split())
+    return [
+        "# ChainerMN scaling report (PARTIAL: the sweep stopped at p = {})".format(
+            partial.get("failed_processes")),
+        "",
+        "**Partial report, not a complete sweep.** The run with p = {} failed, so this report holds p = {} "
+        "only{}. Efficiency and the verdict below cover those counts alone.".format(
+            partial.get("failed_processes"), measured, f"; not run: p = {not_run}" if not_run else ""),
+        "",
+        f"Why p = {partial.get('failed_processes')} failed: {reason[:600]}",
+    ]
+
+
 def render_markdown(report, plots=()):
     """report.md: the verdict, configuration, then the tables, then the plots."""
     cfg, grad, runs = report["config"], report.get("gradient") or {}, report["runs"]
     meta, env = report.get("meta", {}), report.get("environment", {})
-    lines = ["# ChainerMN scaling report", ""]
+    lines = [*_partial_lines(report.get("partial")), ""]
     if meta.get("timestamp"):
         where = f" on `{meta['launcher']}`" if meta.get("launcher") else ""
         lines += [f"Run `{meta['timestamp']}`{where}.", ""]

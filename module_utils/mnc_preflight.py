@@ -142,6 +142,17 @@ def node_problems(host: str, values: dict) -> list:
     return out
 
 
+def slots_over_gpus(host: str, variable: str, slots, gpus) -> list:
+    """In GPU mode every rank takes one GPU: a slot (or process-per-node) count above the GPUs
+    counted on the node is a problem. ``gpus`` 0 or unset is "not counted" (``mnc_accelerator:
+    gpu`` forces GPU mode without counting): nothing to compare with, no problem."""
+    count, number = _as_int(gpus), _as_int(slots)
+    if not count or count <= 0 or number is None or number <= count:
+        return []
+    return [f"{host}: {variable}: {number} ranks per node but the node has {count} GPU(s) (GPU mode: one "
+            f"rank per GPU, counted by lspci); set {variable} to at most {count}, or mnc_accelerator: cpu"]
+
+
 def cluster_problems(private_ips: dict) -> list:
     """Problems across the nodes ``{host: mnc_private_ip or None}`` (inventory order):
     every node has a private address, and no two nodes share one."""

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_env import repo_ansible_env
 from test_chainermn_benchmark_module import ROOT, run_module
 
 pytestmark = pytest.mark.mpi
@@ -244,3 +245,88 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
     assert "(item=p=1)" in changed.stdout and "not measuring again" not in changed.stdout
     remeasured = json.loads((latest / "report.json").read_text())
     assert remeasured["meta"]["cluster_state"] != report["meta"]["cluster_state"]
+
+
+def _one_node(tmp_path, slots, python):
+    (tmp_path / "hostfile").write_text(f"localhost slots={slots}\n")
+    node = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "mnc_mpi_user": os.environ.get("USER", "root"),
+        "mnc_work_dir": str(tmp_path / "work"),
+        "mnc_hostfile": str(tmp_path / "hostfile"),
+        "mnc_python": python,
+        "mnc_use_gpu": False,
+    }
+    (tmp_path / "hosts.yml").write_text(json.dumps({"mnc_nodes": {"hosts": {"localhost": node}}}))
+
+
+def _failing_python(tmp_path, size):
+    """The controller's Python, except in a job of ``size`` ranks: those fail at once, named."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ "$OMPI_COMM_WORLD_SIZE" = {size} ]; then\n'
+        f'  echo "mnc-test: injected failure in a job of {size} ranks" >&2; exit 3\nfi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def _benchmark(tmp_path, **extra):
+    args = {
+        "benchmark_become": False,
+        "benchmark_program_dir": str(tmp_path / "lib"),
+        "benchmark_iterations": 6,
+        "benchmark_warmup": 2,
+        "benchmark_mpiexec_extra_args": ["--oversubscribe"],
+        "benchmark_report_root": str(tmp_path / "reports"),
+        "benchmark_extra_args": ["--unit", "50", "--batchsize", "16", "--sweep-iters", "2",
+                                 "--p2p-bytes", "64K"],
+        **extra,
+    }
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(tmp_path / "hosts.yml"),
+            "playbooks/benchmark.yml", "-e", json.dumps(args)]  # fmt: skip
+    env = repo_ansible_env(json_output=False, ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACKS_ENABLED="",
+                           OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # fmt: skip
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.battery("fault: a count failing mid-sweep leaves a report named partial, latest untouched",
+                     bound_s=300)  # fmt: skip
+def test_a_sweep_stopped_part_way_writes_a_report_named_partial(tmp_path):
+    """p = 1, 2, 4 planned; p = 2 fails: p = 1's figures are kept in a report that says it is
+    partial (its directory, title, first lines and report.json), reports/latest is not moved to
+    it, p = 4 is not run, and the play fails naming p = 2 and its error."""
+    _one_node(tmp_path, 4, _failing_python(tmp_path, 2))
+    proc = _benchmark(tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-4000:]
+    assert "(item=p=1)" in out and "(item=p=4)" not in out, out[-4000:]
+    assert "benchmark: the sweep stopped at p=2" in out and "injected failure in a job of 2 ranks" in out
+    assert "PARTIAL report of p=1 only" in out and "Not run: p=4." in out, out[-4000:]
+    reports = tmp_path / "reports"
+    made = sorted(p.name for p in reports.iterdir())
+    assert len(made) == 1 and made[0].endswith("-partial"), made  # no reports/latest
+    run = reports / made[0]
+    report = json.loads((run / "report.json").read_text())
+    assert report["partial"]["failed_processes"] == 2 and report["partial"]["not_run"] == [4]
+    assert report["partial"]["measured"] == [1]
+    assert [r["processes"] for r in report["runs"]] == [1]
+    assert "cluster_state" not in report["meta"]  # not a measurement site.yml would skip on
+    md = (run / "report.md").read_text().splitlines()
+    assert md[0] == "# ChainerMN scaling report (PARTIAL: the sweep stopped at p = 2)", md[:3]
+    assert md[2].startswith("**Partial report, not a complete sweep.** The run with p = 2 failed")
+    assert "not run: p = 4" in md[2]
+    assert str(run / "report.md") in out
+
+
+@pytest.mark.battery("fault: the first count failing writes no report, named", bound_s=300)
+def test_a_sweep_that_fails_at_its_first_count_writes_no_report(tmp_path):
+    _one_node(tmp_path, 2, _failing_python(tmp_path, 1))
+    proc = _benchmark(tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-4000:]
+    assert "benchmark: the sweep stopped at p=1" in out and "injected failure in a job of 1 ranks" in out
+    assert "Nothing was measured before it: no report." in out and "Not run: p=2." in out, out[-4000:]
+    assert not (tmp_path / "reports").exists()

@@ -3,6 +3,7 @@ account-clash cases run the real converge again against the molecule inventory."
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -140,3 +141,165 @@ def test_a_check_run_of_site_yml_on_a_node_without_the_mpi_user_changes_nothing(
     assert "check mode: verify measures" in out
     assert "check mode: benchmark not planned, mnc-default-node" in out
     print(f"site.yml --check --diff on a node without the MPI user: {wall:.0f} s, rc 0, nothing touched")
+
+
+def _tasks(proc):
+    """{task name without the role prefix: [result per host]} of a JSON-callback run."""
+    tasks = {}
+    for play in json.loads(proc.stdout)["plays"]:
+        for task in play["tasks"]:
+            tasks.setdefault(task["task"]["name"].split(" : ")[-1], []).extend(task["hosts"].values())
+    return tasks
+
+
+def _sh(script, stdin=None):
+    """A root shell command in the node's container (``stdin``: its input); its stdout, stripped."""
+    proc = subprocess.run(["podman", "exec", "-i", "mnc-default-node", "sh", "-c", script], input=stdin,
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    return proc.stdout.strip()
+
+
+def _plant_program(path, text):
+    """A stand-in program on the node, ahead of the real one on PATH (/usr/local/bin)."""
+    _sh(f"cat > {path} && chmod 0755 {path}", stdin=text)
+
+
+# lspci -n of a node with two PCIe NVIDIA GPUs (3D controllers), for common's GPU count.
+FAKE_LSPCI = """#!/bin/sh
+cat <<'EOF'
+00:00.0 0600: 8086:29c0
+01:00.0 0302: 10de:20b5 (rev a1)
+02:00.0 0302: 10de:20b5 (rev a1)
+EOF
+"""
+
+
+@pytest.mark.battery("node: mnc_slots_per_node > the GPUs lspci counts, refused at base", bound_s=300)
+def test_more_slots_than_gpus_is_refused_before_any_change(host):
+    """A GPU node (two NVIDIA 3D controllers in lspci: a stand-in lspci ahead of the real one on
+    PATH) with mnc_slots_per_node 4: common refuses it as soon as the GPUs are counted, naming the
+    node, the variable and the count, before it records the mode or creates anything."""
+    _plant_program("/usr/local/bin/lspci", FAKE_LSPCI)
+    try:
+        assert _sh("lspci -n | grep -c ' 10de:'") == "2"
+        before = host.run(TOUCHED).stdout
+        inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+        proc, wall = run_playbook(Path(__file__).parents[1] / "converge.yml", "-e", "mnc_slots_per_node=4",
+                                  inventory=inventory, json_output=True)  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-3000:]
+        named = "mnc-default-node: mnc_slots_per_node: 4 ranks per node but the node has 2 GPU(s)"
+        assert named in out, out[-3000:]
+        assert all(s["changed"] == 0 for s in json.loads(proc.stdout)["stats"].values())
+        assert host.run(TOUCHED).stdout == before
+        # The recorded mode is still the CPU mode of the converge: nothing was recorded.
+        fact = json.loads(host.file("/etc/ansible/facts.d/mncluster_common.fact").content_string)
+        assert fact["mnc_use_gpu"] is False
+        print(f"refused in {wall:.0f} s")
+    finally:
+        _sh("rm -f /usr/local/bin/lspci")
+
+
+# What nvidia-smi prints while the loaded module is not the installed driver's, and for a GPU
+# that has fallen off the bus (a failure no reboot fixes).
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
+OFF_THE_BUS = "Unable to determine the device handle for GPU0000:07:00.0: Unknown Error"
+
+
+def _fake_smi(output, rc):
+    _plant_program("/usr/local/bin/nvidia-smi", f"#!/bin/sh\necho '{output}'\nexit {rc}\n")
+
+
+def _pid1_start():
+    """When the node's PID 1 started (clock ticks since the host booted): a reboot changes it."""
+    return _sh("cut -d' ' -f22 /proc/1/stat")
+
+
+@pytest.mark.battery("fault: nvidia-smi failing, the driver not changed: no reboot", bound_s=300)
+def test_a_failing_nvidia_smi_without_a_driver_change_does_not_reboot(host):
+    """nvidia_driver_reboot: true and nvidia-smi failing (a GPU off the bus, then a version
+    mismatch the role did not cause): the role reboots nothing, where it once rebooted on any
+    nvidia-smi failure. A real run, over SSH (a remote node, which the role would reboot)."""
+    started = _pid1_start()
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    playbook = Path(__file__).parents[1] / "driver_reboot_only.yml"
+    try:
+        for output, rc in ((OFF_THE_BUS, 255), (MISMATCH, 18)):
+            _fake_smi(output, rc)
+            proc, _ = run_playbook(playbook, inventory=inventory, json_output=True, timeout=300)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+            tasks = _tasks(proc)
+            probe = tasks["Ask nvidia-smi whether the installed driver is the loaded one"]
+            assert [r.get("rc") for r in probe] == [rc], probe
+            reboot = tasks["Reboot into the new driver"]
+            assert reboot and all(r.get("skipped") for r in reboot), reboot
+            assert all(r.get("skipped") for r in tasks["Report that the node must be rebooted"])
+            assert all(s["changed"] == 0 for s in json.loads(proc.stdout)["stats"].values())
+            assert _pid1_start() == started, "the node was rebooted"
+    finally:
+        _sh("rm -f /usr/local/bin/nvidia-smi")
+
+
+def test_a_driver_change_that_needs_the_new_module_plans_the_reboot(host):
+    """The driver changed in this run and NVML reports the mismatch: a reboot is what loads the
+    new module. --check plans it (the reboot task reports the change) and reboots nothing."""
+    started = _pid1_start()
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    _fake_smi(MISMATCH, 18)
+    try:
+        playbook = Path(__file__).parents[1] / "driver_reboot_only.yml"
+        changed = ["-e", "mnc_test_driver_changed=true"]
+        proc, _ = run_playbook(playbook, "--check", *changed, inventory=inventory, json_output=True)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        tasks = _tasks(proc)
+        reboot = tasks["Reboot into the new driver"]
+        assert reboot and all(r.get("changed") and not r.get("skipped") for r in reboot), reboot
+        assert _pid1_start() == started
+    finally:
+        _sh("rm -f /usr/local/bin/nvidia-smi")
+
+
+# Where root wrote as the MPI user's work directory's subdirectories before (verify's checks,
+# the benchmark's train package) and where the benchmark writes its results.
+PLANTED = ("verify", "train", "results")
+VICTIM = "/etc/mnc-victim"
+VICTIM_STATE = (
+    f"stat -c '%n %U:%G %a %s %Y' {VICTIM} {VICTIM}/*; sha256sum {VICTIM}/*; ls -A {VICTIM}"
+)
+
+
+@pytest.mark.battery("link: ~/mncluster/verify (train, results) planted to a root directory, not followed",
+                     bound_s=600)  # fmt: skip
+def test_links_planted_in_the_work_directory_are_not_followed_by_root(host, tmp_path):
+    """The MPI user makes ~/mncluster/verify (and train, results) links to a root-owned directory
+    with a root-only file: verify.yml and benchmark.yml write their programs (root's own copies)
+    and run, and the link's target keeps its owner, mode and content. Reproduces issue 16's
+    attack, where verify.yml left the target owned by the MPI user with the checks in it."""
+    (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
+    inventory = [Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, tmp_path / "nodes.yml"]
+    _sh(f"install -d -o root -g root -m 0750 {VICTIM} && cat > {VICTIM}/secret && chmod 0600 {VICTIM}/secret",
+        stdin="root only\n")
+    plant = " && ".join(f"ln -sfn {VICTIM} ~/mncluster/{name}" for name in PLANTED)
+    _sh(f"su -s /bin/sh mpiuser -c '{plant}'")
+    before = _sh(VICTIM_STATE)
+    try:
+        reports = tmp_path / "reports"
+        verify, _ = run_playbook(ROOT / "playbooks" / "verify.yml", "-e", "mnc_python=/usr/bin/python3",
+                                 "-e", f"verify_report_root={reports}", inventory=inventory)  # fmt: skip
+        bench, _ = run_playbook(ROOT / "playbooks" / "benchmark.yml", "-e", "benchmark_trace=true",
+                                "-e", f"benchmark_report_root={reports}", inventory=inventory)  # fmt: skip
+        # Root neither re-owned the links' target nor wrote into it.
+        after = _sh(VICTIM_STATE)
+        tail = (verify.stdout + verify.stderr)[-2000:]
+        assert after == before, f"before:\n{before}\nafter:\n{after}\n{tail}"
+        assert before.splitlines()[0].startswith(f"{VICTIM} root:root 750 ")
+        for name in PLANTED:  # still the user's links (stat without -L: the link itself)
+            link = f"/home/mpiuser/mncluster/{name}"
+            assert _sh(f"stat -c '%U %F' {link}; readlink {link}") == f"mpiuser symbolic link\n{VICTIM}"
+        # The playbooks did write their programs: root's own copies, outside the home.
+        for path in ("verify/mnc_versions.py", "train/__main__.py"):
+            assert host.file(f"/usr/local/lib/mncluster/{path}").user == "root", path
+        assert "PLAY RECAP" in verify.stdout and "PLAY RECAP" in bench.stdout
+    finally:
+        links = " ".join(f"/home/mpiuser/mncluster/{name}" for name in PLANTED)
+        _sh(f"rm -f {links}; rm -rf {VICTIM} /usr/local/lib/mncluster")

@@ -223,6 +223,27 @@ def test_shell_characters_in_an_interface_name_are_refused_before_rendering(host
     assert not host.file("/tmp/mnc-pwned").exists
 
 
+@pytest.mark.battery("node: a bonding NIC the node does not have refused before anything", bound_s=300)
+def test_a_nic_the_node_does_not_have_is_refused_before_anything(host):
+    """bonding_enabled (the bond is to go live) with a NIC name the node does not have (eth7, a
+    typo): refused, naming the node and the NIC, before anything is installed, rendered or
+    applied (changed=0, the staged file as it was); the containers have only eth0."""
+    node = "mnc-wiring-1"
+    if host.backend.hostname != node:
+        pytest.skip("runs once, against its node")
+    r = _renderer(host)
+    before = host.file(STAGED[r]).sha256sum
+    extra = {"bonding_enabled": True, "bonding_interfaces": ["eth0", "eth7"]}
+    proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", node, "-e", json.dumps(extra), json_out=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert f"{node}: bonding_interfaces lists eth7, not a NIC of this node (it has eth0" in out, out[-3000:]
+    assert "nothing was installed, rendered or applied" in out
+    assert json.loads(proc.stdout)["stats"][node]["changed"] == 0
+    assert host.file(STAGED[r]).sha256sum == before
+    assert not host.file(LIVE[r]).exists and host.run("ip link show bond0").rc != 0
+
+
 @pytest.mark.parametrize(
     ("interfaces", "rc", "message"),
     [
