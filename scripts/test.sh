@@ -9,7 +9,10 @@
 #   build lane: openmpi -> python -> cluster. The OpenMPI build lands in the
 #               artifact cache in `openmpi` and the later scenarios reuse it
 #               (same fingerprint), so it is built once per run.
-#   light lane: lint, pytest, and the scenarios that build nothing.
+#   light lane: lint, pytest, and the scenarios that build nothing. `slurm`
+#               installs the build lane's OpenMPI from the cache (the same
+#               fingerprint): it is last in the queue, and should the build
+#               still be running it waits for it through the cache's lock.
 # The scenarios that build nothing wait in one queue that both lanes take
 # from: whichever lane is free runs the next one (the build lane once its
 # chain is done), so the lanes end together on a warm cache (chain ~31 min)

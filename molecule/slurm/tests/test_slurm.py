@@ -1,5 +1,6 @@
 """Slurm on three containers: one munge key, one slurm.conf built from the nodes'
-own facts, and jobs (srun, sbatch) on every node as the MPI user.
+own facts, and jobs (srun, sbatch) on every node as the MPI user; the cluster's OpenMPI 5
+started by `srun --mpi=pmix` (Slurm's PMIx server, no mpiexec) and by mpiexec inside a batch job.
 
 testinfra from outside; the change and bad-input cases run the real role again
 against the molecule inventory.
@@ -86,6 +87,8 @@ def test_slurm_conf_is_the_same_everywhere_and_lists_every_node_on_its_private_a
     # Containers: no cgroup tree of their own.
     assert "ProctrackType=proctrack/linuxproc" in conf and "TaskPlugin=task/none" in conf
     assert not host.file("/etc/slurm/cgroup.conf").exists
+    assert len({_sha(n, "/etc/slurm/mpi.conf") for n in NODES}) == 1
+    assert "PMIxEnv=PMIX_MCA_psec=native" in host.file("/etc/slurm/mpi.conf").content_string.splitlines()
 
 
 def test_node_line_is_what_slurmd_reports_less_the_reserve(host):
@@ -141,6 +144,109 @@ def test_sbatch_job_script_runs_across_the_nodes(host):
     assert len(found) == 1 and sorted(found[0].split()) == sorted(NODES), outputs
 
 
+# --- MPI through Slurm ---------------------------------------------------------------------------
+
+# Every rank says who it is, where, what the others sent (an allreduce: the ranks talk to each
+# other across the nodes) and which PMIx namespace started it: "slurm.pmix.<job>.<step>" is
+# Slurm's PMIx server (srun --mpi=pmix), "prterun-..." OpenMPI's own launcher (mpiexec).
+HELLO_C = r"""#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int rank, size, len, sum = 0;
+    char host[MPI_MAX_PROCESSOR_NAME];
+    const char *ns = getenv("PMIX_NAMESPACE");
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(host, &len);
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("hello rank=%d size=%d host=%s sum=%d ns=%s\n", rank, size, host, sum, ns ? ns : "-");
+    MPI_Finalize();
+    return 0;
+}
+"""
+HELLO = f"/home/{USER}/mnc-hello"
+# converge.yml installs OpenMPI on these two.
+MPI_NODES = ["mnc-slurm-1", "mnc-slurm-2"]
+
+
+@pytest.fixture(scope="module")
+def hello():
+    """The program, built with the cluster's mpicc as the MPI user on the controller; its prefix."""
+    fact = json.loads(sh(CONTROLLER, "cat /etc/ansible/facts.d/mncluster_openmpi.fact").stdout)
+    prefix = fact["mnc_openmpi_prefix"]
+    sh(CONTROLLER, f"sudo -u {USER} sh -c 'cat > {HELLO}.c'", stdin=HELLO_C)
+    sh(CONTROLLER, f"cd /tmp && sudo -u {USER} {prefix}/bin/mpicc -o {HELLO} {HELLO}.c")
+    return prefix
+
+
+def _ranks(out, prefix="hello "):
+    """{rank: {size, host, sum, ns}} from the program's lines (in any order)."""
+    ranks = {}
+    for line in out.splitlines():
+        if line.startswith(prefix):
+            fields = dict(f.split("=", 1) for f in line[len(prefix) :].split())
+            ranks[int(fields.pop("rank"))] = fields
+    return ranks
+
+
+def _check_world(ranks, hosts, launcher):
+    """4 ranks, 2 on each of ``hosts`` in block order, one world, started by ``launcher``."""
+    assert sorted(ranks) == [0, 1, 2, 3], ranks
+    assert {r: v["host"] for r, v in ranks.items()} == {0: hosts[0], 1: hosts[0], 2: hosts[1], 3: hosts[1]}
+    assert all(v["size"] == "4" and v["sum"] == "6" for v in ranks.values()), ranks
+    namespaces = {v["ns"] for v in ranks.values()}
+    assert len(namespaces) == 1, namespaces
+    if launcher == "srun":
+        assert namespaces.pop().startswith("slurm.pmix."), ranks
+    else:
+        assert not namespaces.pop().startswith("slurm."), ranks
+
+
+def test_srun_mpi_pmix_starts_our_mpi_ranks_without_mpiexec(host, hello):
+    once(host)
+    nodes = MPI_NODES
+    # --bcast: srun copies the program to the nodes' /tmp first (homes are not shared here).
+    srun = (
+        f"srun --mpi=pmix -w {','.join(nodes)} -N 2 --ntasks-per-node=2 --distribution=block"
+        f" --bcast=/tmp/mnc-hello {HELLO}"
+    )
+    run = sh(CONTROLLER, f"cd /tmp && sudo -u {USER} timeout 120 {srun}", check=False)
+    assert run.returncode == 0, run
+    _check_world(_ranks(run.stdout), nodes, "srun")
+    # mpi.conf's PMIxEnv: no per-rank notice about the munge security plugin our PMIx lacks.
+    assert "munge" not in run.stderr and "not found" not in run.stderr, run.stderr
+
+
+def test_sbatch_mpi_job_runs_srun_pmix_and_mpiexec_in_its_allocation(host, hello):
+    once(host)
+    # A login shell (bash -l): /etc/profile.d puts the cluster's mpiexec on PATH, as for users.
+    script = "\n".join(
+        ["#!/bin/bash -l", f"#SBATCH -w {','.join(MPI_NODES)}", "#SBATCH --ntasks-per-node=2",
+         "#SBATCH -o /tmp/mnc-mpi-job-%j.out", "set -e",
+         'echo "nodes $(scontrol show hostnames "$SLURM_JOB_NODELIST" | tr "\\n" " ")"',
+         'echo "found $(command -v mpiexec)"',
+         f"srun --mpi=pmix --bcast=/tmp/mnc-hello {HELLO} | sed s/^hello/srun/",
+         # OpenMPI's launcher in an allocation, held to Slurm's (plm slurm: its daemons start
+         # through srun, one per node; ssh is not asked) and to the allocation's nodes and slots.
+         "mpiexec --prtemca plm slurm /tmp/mnc-hello | sed s/^hello/mpiexec/", ""]
+    )  # fmt: skip
+    sh(CONTROLLER, f"sudo -u {USER} sh -c 'cat > ~/mpi-job.sh'", stdin=script)
+    job = sh(CONTROLLER, f"cd /tmp && sudo -u {USER} timeout 180 sbatch --wait --parsable ~{USER}/mpi-job.sh",
+             check=False)  # fmt: skip
+    job_id = job.stdout.strip().split(";")[0]
+    outputs = {n: sh(n, f"cat /tmp/mnc-mpi-job-{job_id}.out", check=False).stdout for n in NODES}
+    found = [o for o in outputs.values() if o.strip()]
+    assert job.returncode == 0 and len(found) == 1, (job, outputs)
+    out = found[0]
+    nodes = next(line.split()[1:] for line in out.splitlines() if line.startswith("nodes "))
+    assert nodes == MPI_NODES, out
+    assert f"found {hello}/bin/mpiexec" in out.splitlines(), out
+    _check_world(_ranks(out, "srun "), nodes, "srun")
+    _check_world(_ranks(out, "mpiexec "), nodes, "mpiexec")
+
+
 # --- changes and bad input ----------------------------------------------------------------------
 
 
@@ -149,7 +255,7 @@ def test_a_changed_setting_restarts_the_daemons_and_takes_effect(host):
     # nothing): no second converge to put it back, destroy comes next.
     once(host)
     key = _sha(CONTROLLER, "/etc/munge/munge.key")
-    proc = playbook(SCENARIO / "converge.yml", "-e", "slurm_partition=other")
+    proc = playbook(SCENARIO / "slurm.yml", "-e", "slurm_partition=other")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert sum(s["changed"] for s in json.loads(proc.stdout)["stats"].values()) >= 3
     assert host.check_output("sinfo --noheader --format=%P").strip() == "other*"
@@ -164,8 +270,17 @@ def test_a_changed_setting_restarts_the_daemons_and_takes_effect(host):
         ({"slurm_proctrack_type": "proctrack/bogus"}, "slurm_proctrack_type"),
         ({"slurm_cluster_name": "my cluster;id"}, "names of letters, digits and _ . - only"),
         ({"slurm_wait_timeout": "soon"}, "slurm_wait_timeout"),
+        ({"slurm_pmix_env": ["PMIX_MCA_psec=native;rm"]}, "(PMIX_MCA_psec=native;rm)"),
+        ({"slurm_pmix": False, "slurm_mpi_default": "pmix"}, "slurm_mpi_default pmix only with slurm_pmix"),
     ],
-    ids=["unknown-controller", "bad-proctrack", "shell-in-name", "timeout-not-int"],
+    ids=[
+        "unknown-controller",
+        "bad-proctrack",
+        "shell-in-name",
+        "timeout-not-int",
+        "pmix-env-not-a-pair",
+        "pmix-default-without-pmix",
+    ],
 )
 def test_bad_input_fails_before_anything_changes(host, extra, message):
     once(host)
