@@ -85,6 +85,42 @@ CASE_REFUSAL = """\
 """
 
 
+# A case of the openmpi role's inputs.yml in ``run_cases``: the controller's facts once, the
+# case's facts, then inputs.yml with ``include_vars`` (YAML lines of the include's vars) and
+# <name>.json holding the configure flags, the fingerprint, its hash and ``extra_doc`` (more
+# ``'key': value`` pairs of the document), or the refusal.
+def openmpi_inputs_case_tasks(include_vars: str, extra_doc: str = "") -> str:
+    return (
+        """\
+- name: "Read the controller's facts once"
+  ansible.builtin.setup:
+    gather_subset: [min]
+  when: ansible_facts.distribution is not defined
+"""
+        + CASE_FACTS
+        + """\
+- name: "Settle the inputs ({{ case.name }})"
+  block:
+    - name: "Settle ({{ case.name }})"
+      ansible.builtin.include_role:
+        name: openmpi
+        tasks_from: inputs
+      vars:
+        @INCLUDE_VARS@
+    - name: "Write what was decided ({{ case.name }})"
+      ansible.builtin.copy:
+        dest: "{{ case_out }}/{{ case.name }}.json"
+        content: >-
+          {{ {'flags': __openmpi_configure_flags,
+              'fingerprint': __openmpi_fingerprint,
+              'hash': (__openmpi_fingerprint | to_json(sort_keys=true)) | hash('sha256')
+                      | truncate(16, true, '', 0)@EXTRA_DOC@} | to_json }}
+        mode: "0644"
+""".replace("@INCLUDE_VARS@", include_vars).replace("@EXTRA_DOC@", extra_doc)
+        + CASE_REFUSAL
+    )
+
+
 def run_cases(tmp: Path, title: str, case_tasks: str, cases: list[dict], files: dict | None = None) -> dict:
     """Run ``case_tasks`` once per case (``case`` in the loop, ``case_out`` the directory where
     each case writes ``<name>.json``) in one real ansible-playbook on localhost; ``files`` are more

@@ -14,7 +14,7 @@ build against them is not part of this test (roles/openmpi/README.md, "PMIx and 
 from __future__ import annotations
 
 import pytest
-from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases
+from ansible_env import openmpi_inputs_case_tasks, run_cases
 
 # Every fact a case may change, at its default: the cases run one after the other in one play
 # (set as facts, which outrank the role's defaults), so each sets them all.
@@ -28,30 +28,7 @@ BASE = {
     "openmpi_with_tm": "",
     "mnc_artifact_overrides": {},
 }
-CASE_TASKS = """\
-- name: "Read the controller's facts once"
-  ansible.builtin.setup:
-    gather_subset: [min]
-  when: ansible_facts.distribution is not defined
-""" + CASE_FACTS + """\
-- name: "Settle the inputs ({{ case.name }})"
-  block:
-    - name: "Settle ({{ case.name }})"
-      ansible.builtin.include_role:
-        name: openmpi
-        tasks_from: inputs
-      vars:
-        openmpi_pmix_dir: "{{ case_pmix_dir }}"
-    - name: "Write what was decided ({{ case.name }})"
-      ansible.builtin.copy:
-        dest: "{{ case_out }}/{{ case.name }}.json"
-        content: >-
-          {{ {'flags': __openmpi_configure_flags,
-              'fingerprint': __openmpi_fingerprint,
-              'hash': (__openmpi_fingerprint | to_json(sort_keys=true)) | hash('sha256')
-                      | truncate(16, true, '', 0)} | to_json }}
-        mode: "0644"
-""" + CASE_REFUSAL
+CASE_TASKS = openmpi_inputs_case_tasks('openmpi_pmix_dir: "{{ case_pmix_dir }}"')
 
 # Debian 12's libpmix-dev 4.2.2 writes its version so (and Ubuntu 24.04's 5.0.1 the same way).
 PMIX_HEADER = """\

@@ -12,7 +12,7 @@ is not rebuilt by this option's existence. A real UCX build is not part of this 
 from __future__ import annotations
 
 import pytest
-from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases
+from ansible_env import openmpi_inputs_case_tasks, run_cases
 
 # Every fact a case may change, at its default: the cases run one after the other in one play
 # (set as facts, which outrank the role's defaults), so each sets them all.
@@ -26,33 +26,13 @@ BASE = {
     "mnc_artifact_overrides": {},
 }
 DEBIAN_ORIG_SHA = "1a88e09ca1b406c046a469c2ae271d2c330050b5664c0bcd9890e26c6ef09f3c"
-CASE_TASKS = """\
-- name: "Read the controller's facts once"
-  ansible.builtin.setup:
-    gather_subset: [min]
-  when: ansible_facts.distribution is not defined
-""" + CASE_FACTS + """\
-- name: "Settle the inputs ({{ case.name }})"
-  block:
-    - name: "Settle ({{ case.name }})"
-      ansible.builtin.include_role:
-        name: openmpi
-        tasks_from: inputs
-      vars:
-        openmpi_cuda_home: "{{ case_toolkit }}"
-    - name: "Write what was decided ({{ case.name }})"
-      ansible.builtin.copy:
-        dest: "{{ case_out }}/{{ case.name }}.json"
-        content: >-
-          {{ {'flags': __openmpi_configure_flags,
-              'fingerprint': __openmpi_fingerprint,
-              'hash': (__openmpi_fingerprint | to_json(sort_keys=true)) | hash('sha256')
-                      | truncate(16, true, '', 0),
+CASE_TASKS = openmpi_inputs_case_tasks(
+    'openmpi_cuda_home: "{{ case_toolkit }}"',
+    """,
               'ucx_flags': __openmpi_ucx_configure_flags if openmpi_ucx_build | bool else none,
               'ucx_fingerprint': __openmpi_ucx_fingerprint if openmpi_ucx_build | bool else none,
-              'ucx_prefix': __openmpi_ucx_prefix if openmpi_ucx_build | bool else none} | to_json }}
-        mode: "0644"
-""" + CASE_REFUSAL
+              'ucx_prefix': __openmpi_ucx_prefix if openmpi_ucx_build | bool else none""",
+)
 
 
 def _case(name, **knobs):
