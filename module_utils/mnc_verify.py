@@ -156,6 +156,14 @@ def check_ranks(run: dict | None, expected: list[dict], launcher: str | None = N
             problems.append(f"unexpected host {host} ran ranks {_ranges(per_host[host])}")
     placement = "; ".join(f"{h}: {_ranges(per_host.get(h, [])) or '-'}" for h, _ in want)
     wanted_text = "; ".join(f"{h}: {_ranges(r) or '-'}" for h, r in want)
+    if run.get("rc") in (124, 137) and len(problems) == 1 and placement == wanted_text:
+        # Every rank ran where it should and printed; only the launcher did not end.
+        return [row(check, "cluster", FAIL,
+                    f"all {total} ranks ran on the expected hosts and printed, but mpiexec did not exit "
+                    "before the timeout: the launcher hung at the end of the job (OpenMPI 5's launcher "
+                    "does so about once in a hundred short jobs without odls_base_max_threads = 0 in "
+                    "<prefix>/etc/prte-mca-params.conf: roles/openmpi/README.md, \"The launcher's "
+                    f"threads\") (placement {placement})")]
     if not problems and placement != wanted_text:
         start = f"the launcher {launcher} first, then" if launcher in dict(want) else "in"
         rule = f"each node's slots in turn, {start} hostfile order"

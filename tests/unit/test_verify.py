@@ -144,6 +144,20 @@ def test_ranks_timeout_is_named():
     assert rows[0]["status"] == v.FAIL and rows[0]["detail"].startswith("timed out")
 
 
+def test_ranks_all_printed_but_the_launcher_hung_is_named_as_such():
+    # What a hung launcher leaves: every rank's line, then timeout's 124 (or 137 after --kill-after).
+    out = "a 1\na 0\nb 3\nb 2\n"
+    two_by_two = [{"host": "a", "slots": 2}, {"host": "b", "slots": 2}]
+    for rc in (124, 137):
+        rows = v.check_ranks({"rc": rc, "stdout": out, "stderr": ""}, two_by_two, "a")
+        assert rows[0]["status"] == v.FAIL
+        assert rows[0]["detail"].startswith("all 4 ranks ran on the expected hosts and printed, but mpiexec")
+        assert "a: 0-1; b: 2-3" in rows[0]["detail"]
+    # A rank missing as well: the plain timeout, with what is missing.
+    rows = v.check_ranks({"rc": 124, "stdout": "a 0\na 1\nb 2\n", "stderr": ""}, two_by_two, "a")
+    assert rows[0]["detail"].startswith("timed out") and "ranks never printed: 3" in rows[0]["detail"]
+
+
 def test_ranks_not_run_because_a_node_is_down():
     rows = v.check_ranks({"skipped_reason": "node3 did not answer"}, [])
     assert rows == [v.row("ranks", "cluster", v.FAIL, "not run: node3 did not answer")]

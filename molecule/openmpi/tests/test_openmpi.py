@@ -125,6 +125,15 @@ def test_mpi_program_built_with_our_mpicc_runs_on_two_ranks(host):
     assert "unable to open mca_accelerator_cuda" not in run.stderr
 
 
+def test_the_launcher_forks_ranks_on_the_thread_that_reaps_them(host):
+    # roles/openmpi/README.md, "The launcher's threads": mpiexec and every daemon read this file;
+    # without the line a rank that ends at once can be lost and mpiexec hangs after the job
+    # (molecule/cluster/verify.yml runs the jobs that show it).
+    conf = host.file(f"{PREFIX}/etc/prte-mca-params.conf")
+    assert conf.user == "root" and conf.mode == 0o644
+    assert "odls_base_max_threads = 0" in conf.content_string.splitlines()
+
+
 def test_build_marker_records_the_fingerprint(host):
     marker = json.loads(host.file(f"{PREFIX}/.mncluster-build.json").content_string)
     fp = marker["fingerprint"]
