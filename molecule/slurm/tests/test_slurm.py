@@ -90,12 +90,13 @@ def test_slurm_conf_is_the_same_everywhere_and_lists_every_node_on_its_private_a
     assert len({_sha(n, "/etc/slurm/mpi.conf") for n in NODES}) == 1
     assert "PMIxEnv=PMIX_MCA_psec=native" in host.file("/etc/slurm/mpi.conf").content_string.splitlines()
     # ... and the running Slurm reads it: every fence on the ring (role README: PMIx).
-    pmix = dict(
-        line.split("=", 1)
-        for line in host.check_output("scontrol show config").splitlines()
-        if line.startswith("PMIx") and "=" in line
-    )
-    assert {k.strip(): v.strip() for k, v in pmix.items()}["PMIxCollFence"] == "ring", pmix
+    config = host.check_output("scontrol show config").splitlines()
+    pmix = {
+        key.strip(): value.strip()
+        for key, _, value in (line.partition("=") for line in config)
+        if key.startswith("PMIx")
+    }
+    assert pmix["PMIxCollFence"] == "ring", pmix
 
 
 def test_node_line_is_what_slurmd_reports_less_the_reserve(host):
