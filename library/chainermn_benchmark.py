@@ -11,6 +11,8 @@ short_description: Run the ChainerMN training benchmark over a range of process 
 description:
   - Runs C(mpiexec -n p -hostfile H --map-by ppr:<slots>:node python -m train ...) once per process
     count C(p), from the MPI launcher node, and returns the benchmark document of every run.
+  - With O(launcher=slurm) each run is a Slurm job instead, C(srun --mpi=pmix --nodes=k --ntasks=p
+    --ntasks-per-node=<slots> python -m train ...), the same placement; its job id is in the document.
   - The default sweep is 1, the powers of two below the slot count, and all slots
     (3 nodes x 2 slots gives 1, 2, 4, 6).
   - Computes weak-scaling efficiency (fixed per-process batch) against the smallest C(p), normally 1.
@@ -34,6 +36,23 @@ options:
     description: The C(mpiexec) to launch with (a name on PATH or a path).
     type: str
     default: mpiexec
+  launcher:
+    description:
+      - C(mpiexec) over the hostfile, or C(slurm) (one C(srun --mpi=pmix) job per run; Open MPI's ranks
+        get their PMIx server from slurmd, so the Open MPI must be one that C(srun --mpi=pmix) can start).
+      - With C(slurm) the hostfile still sets the node count and the slots per node; Slurm picks the nodes.
+    type: str
+    choices: [mpiexec, slurm]
+    default: mpiexec
+  srun:
+    description: The C(srun) to launch with when O(launcher=slurm) (a name on PATH or a path).
+    type: str
+    default: srun
+  srun_extra_args:
+    description: More arguments for C(srun), e.g. C([--partition=gpu, --account=lab]).
+    type: list
+    elements: str
+    default: []
   hostfile:
     description:
       - OpenMPI hostfile (C(host slots=N) lines). Without it every rank runs on this node.
@@ -106,7 +125,8 @@ options:
   timeout:
     description:
       - Seconds one run may take before the task fails. Passed to mpiexec as C(MPIEXEC_TIMEOUT)
-        (OpenMPI and MPICH abort every rank of the job), with C(timeout) 60 s later as a backstop.
+        (OpenMPI and MPICH abort every rank of the job), to srun as C(--time) in whole minutes,
+        with C(timeout) 60 s later as a backstop.
     type: int
     default: 900
   out_dir:
@@ -117,7 +137,7 @@ options:
     type: bool
     default: false
 notes:
-  - Uses OpenMPI's C(--map-by ppr) and C(-x) options.
+  - Uses OpenMPI's C(--map-by ppr) and C(-x) options; C(srun --export=ALL) passes O(environment) on.
   - Per-run numbers (phase statistics, algbw, busbw) come from the benchmark itself; see train/README.md.
 seealso:
   - module: ansible.builtin.command
@@ -158,7 +178,10 @@ commands:
   type: list
   elements: list
 documents:
-  description: The benchmark document (schema C(mncluster.benchmark/1)) of each run, in run order.
+  description:
+    - The benchmark document (schema C(mncluster.benchmark/1)) of each run, in run order.
+    - Each carries C(launch), how it was started (C(launcher), C(command)); the ranks' own record of
+      their Slurm or PBS job is C(environment.scheduler).
   returned: success, not in check mode
   type: list
   elements: dict
@@ -201,6 +224,7 @@ from ansible.module_utils.mnc_bench import (
     parse_hostfile,
     process_counts,
     scaling,
+    srun_argv,
     stderr_tail,
     timed_out,
     train_argv,
@@ -237,8 +261,10 @@ def _plan(module):
         missing.append(f"{p['chdir']} holds no train package (train/__main__.py)")
     if os.path.isabs(p["python"]) and not os.access(p["python"], os.X_OK):
         missing.append(f"python {p['python']} is not an executable on this node")
-    if not os.path.isabs(p["mpiexec"]) and module.get_bin_path(p["mpiexec"]) is None:
-        missing.append(f"{p['mpiexec']} is not on PATH here (set mpiexec to its full path)")
+    launcher = p["srun"] if p["launcher"] == "slurm" else p["mpiexec"]
+    option = "srun" if p["launcher"] == "slurm" else "mpiexec"
+    if not os.path.isabs(launcher) and module.get_bin_path(launcher) is None:
+        missing.append(f"{launcher} is not on PATH here (set {option} to its full path)")
     for problem in missing:
         if module.check_mode:
             module.warn(problem)
@@ -257,6 +283,10 @@ def _commands(module, counts, slots):
         if p["trace"]:
             extra += ["--trace", os.path.join(p["out_dir"], f"trace-p{n}.json")]
         command = train_argv(p["python"], options, extra)
+        if p["launcher"] == "slurm":
+            cmds.append(srun_argv(p["srun"], n, slots, command, extra_args=p["srun_extra_args"],
+                                  timeout=p["timeout"], timeout_bin=timeout_bin, gpu=p["gpu"]))
+            continue
         cmds.append(mpiexec_argv(p["mpiexec"], n, slots, command, hostfile=p["hostfile"],
                                  export=sorted(p["environment"]), extra_args=p["mpiexec_extra_args"],
                                  timeout=p["timeout"], timeout_bin=timeout_bin,
@@ -283,6 +313,9 @@ def main():
             chdir=dict(type="path", required=True, aliases=["train_dir"]),
             python=dict(type="str", default="python3"),
             mpiexec=dict(type="str", default="mpiexec"),
+            launcher=dict(type="str", choices=["mpiexec", "slurm"], default="mpiexec"),
+            srun=dict(type="str", default="srun"),
+            srun_extra_args=dict(type="list", elements="str", default=[]),
             hostfile=dict(type="path"),
             slots_per_node=dict(type="int"),
             nodes=dict(type="int"),
@@ -312,7 +345,7 @@ def main():
         module.exit_json(changed=False, process_counts=counts, commands=commands)
 
     env = {k: str(v) for k, v in p["environment"].items()}
-    env.update(launcher_env(p["timeout"]))
+    env.update(launcher_env(p["timeout"], p["launcher"], p["mpi_yield_when_idle"]))
     if p["out_dir"]:
         os.makedirs(p["out_dir"], exist_ok=True)
     documents, files = [], []
@@ -328,6 +361,7 @@ def main():
         except ValueError as e:
             module.fail_json(msg=f"the run with {n} processes gave no benchmark document: {e}",
                              rc=rc, cmd=argv, stdout=out[-8000:], stderr=err[-8000:], failed_processes=n)
+        doc["launch"] = {"launcher": p["launcher"], "command": argv}
         documents.append(doc)
         if p["out_dir"]:
             path = os.path.join(p["out_dir"], f"p{n}.json")

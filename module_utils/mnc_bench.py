@@ -3,7 +3,8 @@
 """Pure helpers for the ChainerMN benchmark modules: no Ansible, no I/O.
 
 * the process-count sweep and hostfile slot checks,
-* the mpiexec command line of one benchmark run and parsing its output,
+* the launcher's command line of one benchmark run (mpiexec, or Slurm's srun)
+  and parsing its output,
 * scaling efficiency across runs (weak or strong: the same samples/s arithmetic),
 * the report (one dict, and its Markdown rendering).
 
@@ -104,9 +105,45 @@ def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, exp
     return argv
 
 
-def launcher_env(timeout):
-    """Environment for mpiexec: OpenMPI and MPICH both abort the whole job at MPIEXEC_TIMEOUT."""
-    return {"MPIEXEC_TIMEOUT": str(int(timeout))} if timeout else {}
+def srun_argv(srun, processes, slots_per_node, command, extra_args=(), timeout=None,
+              timeout_bin=None, gpu=False, job_name="mncluster-benchmark"):
+    """Slurm's argv: ``[timeout] srun --mpi=pmix --nodes=k --ntasks=p ... command``, a job per run.
+
+    The same placement as ``mpiexec --map-by ppr:s:node``: the fewest nodes that hold ``p``
+    ranks at ``s`` per node, filled in order (``--distribution=block``). Slurm stops the job at
+    ``--time`` (whole minutes, rounded up); ``--kill-on-bad-exit`` takes every rank down when
+    one fails, as mpiexec does. srun passes the caller's environment on (``--export=ALL``), so
+    ranks see the same variables as under mpiexec's ``-x``. With ``gpu`` every task gets one GPU.
+    """
+    argv = []
+    if timeout and timeout_bin:
+        argv += [timeout_bin, "--kill-after=30", str(int(timeout) + BACKSTOP_S)]
+    nodes = -(-processes // slots_per_node)
+    argv += [srun, "--mpi=pmix", f"--nodes={nodes}", f"--ntasks={processes}",
+             f"--ntasks-per-node={min(slots_per_node, processes)}", "--distribution=block",
+             "--kill-on-bad-exit=1", f"--job-name={job_name}", "--export=ALL"]
+    if timeout:
+        argv.append(f"--time={-(-int(timeout) // 60)}")
+    if gpu:
+        argv.append("--gpus-per-task=1")
+    argv += list(extra_args)
+    argv += list(command)
+    return argv
+
+
+def launcher_env(timeout, launcher="mpiexec", yield_when_idle=False):
+    """Environment for the launcher.
+
+    mpiexec: OpenMPI and MPICH both abort the whole job at MPIEXEC_TIMEOUT (srun has
+    ``--time`` instead). Under srun, Open MPI's ranks read MCA settings from the
+    environment, so ``mpi_yield_when_idle`` goes there rather than on mpiexec's line.
+    """
+    env = {}
+    if launcher == "mpiexec" and timeout:
+        env["MPIEXEC_TIMEOUT"] = str(int(timeout))
+    if launcher == "slurm" and yield_when_idle:
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    return env
 
 
 def timed_out(rc, output, elapsed, timeout):
@@ -114,6 +151,8 @@ def timed_out(rc, output, elapsed, timeout):
     if rc in (124, 137):  # the coreutils backstop fired
         return True
     if "time limit for job execution has been reached" in output:
+        return True
+    if "DUE TO TIME LIMIT" in output:  # Slurm's --time
         return True
     return bool(timeout) and rc != 0 and elapsed >= timeout
 
@@ -138,6 +177,7 @@ _RANK_PATTERNS = (
     re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]"),  # OpenMPI 4
     re.compile(r"Process name:\s*\[\S*@\d+,(\d+)\]"),  # OpenMPI 5 (PRRTE)
     re.compile(r"^\[\d+,(\d+)\]<stderr>"),
+    re.compile(r"^srun: error: \S+: tasks? (\d+)"),  # Slurm: "task 3: Exited with exit code 1"
 )
 
 
@@ -297,6 +337,8 @@ def build_report(documents, meta=None):
             **_correctness(d),
             "learning": d.get("learning"),
             "mpi_yield_when_idle": env.get("mpi_yield_when_idle"),
+            "launcher": (d.get("launch") or {}).get("launcher"),
+            "job": env.get("scheduler"),
             "oversubscribed": env.get("oversubscribed") or [],
             "shared_machines": env.get("shared_machines") or [],
         })
@@ -441,6 +483,25 @@ def _ranks_lines(report):
             + "; ".join(f"{h}: {', '.join(rs)}" for h, rs in by_host.items()) + ".", ""]
 
 
+def _launch_lines(runs):
+    """How the ranks were started, and the batch job each run was (Slurm's job id, PBS's)."""
+    launchers = sorted({r["launcher"] for r in runs if r.get("launcher")})
+    jobs = [(r["processes"], r["job"]) for r in runs if r.get("job")]
+    if not launchers and not jobs:
+        return []
+    text = "Started by " + " and ".join({"slurm": "`srun --mpi=pmix` (one Slurm job per p)",
+                                          "mpiexec": "`mpiexec`"}.get(x, f"`{x}`") for x in launchers)
+    if not launchers:
+        text = "Started by a launcher not recorded"
+    names = {"slurm": "Slurm", "pbs": "PBS"}
+    if jobs:
+        text += "; jobs: " + ", ".join(
+            "p = {}: {} job {}{}".format(p, names.get(j.get("name"), j.get("name")), j.get("job_id"),
+                                         f" on {j['nodelist']}" if j.get("nodelist") else "")
+            for p, j in jobs)
+    return [text + ".", ""]
+
+
 def _interface_lines(report):
     """The interfaces Open MPI's TCP transport uses on each host of the largest run."""
     docs = report.get("documents") or []
@@ -557,6 +618,7 @@ def render_markdown(report, plots=()):
         "",
     ]
     lines += _ranks_lines(report)
+    lines += _launch_lines(runs)
     nccl = env.get("nccl")
     if env.get("nccl_version") or nccl:
         lines += ["NCCL {}: network {}, interfaces {}, channel transports {}; cuDNN {}.".format(

@@ -117,10 +117,41 @@ def node_cpus() -> dict:
     return {"cpuset_cpus": total, "cpu_quota": quota, "usable_cpus": usable}
 
 
-def local_ranks() -> int | None:
+def slurm_tasks_on_node(tasks_per_node: str, node_id: str) -> int | None:
+    """This node's task count from Slurm's ``SLURM_STEP_TASKS_PER_NODE`` ("2(x2),1") and ``SLURM_NODEID``."""
+    if not node_id.isdigit():
+        return None
+    counts = []
+    for part in tasks_per_node.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            return None
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    index = int(node_id)
+    return counts[index] if index < len(counts) else None
+
+
+def local_ranks(env=None) -> int | None:
+    """Ranks on this node, as the launcher tells a rank before MPI_Init (mpiexec's, or srun's)."""
+    env = os.environ if env is None else env
     for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
+        if env.get(var, "").isdigit():
+            return int(env[var])
+    if "SLURM_STEP_TASKS_PER_NODE" in env:  # srun starts the ranks itself: no Open MPI variables yet
+        return slurm_tasks_on_node(env["SLURM_STEP_TASKS_PER_NODE"], env.get("SLURM_NODEID", ""))
+    return None
+
+
+def scheduler_job(env=None) -> dict | None:
+    """The batch job this rank runs in (Slurm or PBS), as its environment says; None outside one."""
+    env = os.environ if env is None else env
+    if env.get("SLURM_JOB_ID"):
+        return {"name": "slurm", "job_id": env["SLURM_JOB_ID"], "step_id": env.get("SLURM_STEP_ID"),
+                "nodelist": env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
+                "partition": env.get("SLURM_JOB_PARTITION")}
+    if env.get("PBS_JOBID"):
+        return {"name": "pbs", "job_id": env["PBS_JOBID"], "step_id": None, "nodelist": None,
+                "partition": env.get("PBS_QUEUE")}
     return None
 
 
@@ -198,7 +229,8 @@ def before_mpi(nccl: bool = False) -> None:
     if decision["value"] is not None and YIELD_VAR not in os.environ:
         os.environ[YIELD_VAR] = decision["value"]
     BEFORE_MPI.update(cpus=cpus, yield_when_idle=decision)
-    if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")) == "0":
+    env = os.environ
+    if env.get("OMPI_COMM_WORLD_RANK", env.get("PMIX_RANK", env.get("SLURM_PROCID", "0"))) == "0":
         settings = ompi_settings()
         BEFORE_MPI["cuda_aware_mpi"] = {k: settings[k] for k in ("built_with_cuda_support", "source")}
         BEFORE_MPI["network_pinning"] = {
@@ -487,6 +519,7 @@ def environment(r, ranks: list[dict]) -> dict:
                           "uses every interface that is up, NCCL picks its own",
         "device": "cpu",
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "scheduler": scheduler_job(),
     }
     if r.cuda is not None:
         cupy = r.cuda.cupy

@@ -24,6 +24,29 @@ def test_this_machine_has_usable_cpus():
         assert cpus["usable_cpus"] == min(cpus["cpuset_cpus"], cpus["cpu_quota"])
 
 
+def test_ranks_on_this_node_under_srun():
+    """srun starts the ranks itself: this node's count comes from Slurm's step layout."""
+    assert environment.slurm_tasks_on_node("2(x2),1", "0") == 2
+    assert environment.slurm_tasks_on_node("2(x2),1", "2") == 1
+    assert environment.slurm_tasks_on_node("2(x2),1", "3") is None
+    assert environment.slurm_tasks_on_node("garbage", "0") is None
+    assert environment.local_ranks({"SLURM_STEP_TASKS_PER_NODE": "3,1", "SLURM_NODEID": "0"}) == 3
+    # mpiexec's own figure wins (also inside an sbatch job, whose variables the ranks inherit)
+    assert environment.local_ranks({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "SLURM_STEP_TASKS_PER_NODE": "1",
+                                    "SLURM_NODEID": "0"}) == 2
+    assert environment.local_ranks({}) is None
+
+
+def test_the_batch_job_is_recorded():
+    job = environment.scheduler_job({"SLURM_JOB_ID": "17", "SLURM_STEP_ID": "0",
+                                     "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_JOB_NODELIST": "n[1-3]",
+                                     "SLURM_JOB_PARTITION": "batch"})
+    assert job == {"name": "slurm", "job_id": "17", "step_id": "0", "nodelist": "n[1-2]",
+                   "partition": "batch"}
+    assert environment.scheduler_job({"PBS_JOBID": "3.pbs", "PBS_QUEUE": "workq"})["job_id"] == "3.pbs"
+    assert environment.scheduler_job({}) is None
+
+
 def test_yield_only_when_ranks_outnumber_cpus():
     var = environment.YIELD_VAR
     assert environment.decide_yield({}, 6, 2.0)["value"] == "1"

@@ -133,6 +133,23 @@ def test_missing_python_or_mpiexec_runs_nothing(cluster, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_slurm_launcher_plans_one_srun_job_per_count(cluster):
+    res = run_module({**cluster, "launcher": "slurm", "srun": "/bin/true", "gpu": False,
+                      "srun_extra_args": ["--partition=batch"]}, check=True)
+    assert not res.get("failed"), res
+    one, two = res["commands"]
+    assert one[one.index("/bin/true"):][:4] == ["/bin/true", "--mpi=pmix", "--nodes=1", "--ntasks=1"]
+    assert "--ntasks=2" in two and "--ntasks-per-node=2" in two and "--time=2" in two  # timeout 120 s
+    assert two[two.index("--partition=batch") + 1:][:3] == [cluster["python"], "-m", "train"]
+    assert "mpiexec" not in " ".join(two) and "--oversubscribe" not in two  # mpiexec's flags are mpiexec's
+
+
+def test_slurm_launcher_without_srun_runs_nothing(cluster, tmp_path):
+    res = run_module({**cluster, "launcher": "slurm", "srun": "no-such-srun"})
+    assert res["msg"] == "no-such-srun is not on PATH here (set srun to its full path); nothing was run"
+    assert not (tmp_path / "out").exists()
+
+
 def test_check_mode_only_warns_about_what_earlier_tasks_install(cluster, tmp_path):
     # In a --check run of the whole playbook the copy and the virtualenv have not happened.
     res = run_module({**cluster, "chdir": str(tmp_path), "python": "/no/venv/bin/python"}, check=True)

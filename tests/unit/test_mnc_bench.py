@@ -354,3 +354,59 @@ def test_report_states_the_held_out_accuracy():
     assert ("Held-out samples, through ChainerMN's multi-node evaluator (each rank its shard, the mean over "
             "ranks), after the warm-up -> after the timed passes: p = 1: 100 samples, loss 2.1 (accuracy "
             "12%) -> 0.6 (accuracy 75%); p = 2: 100 samples") in md
+
+
+@pytest.mark.parametrize(
+    ("processes", "nodes", "per_node"),
+    [(1, 1, 1), (2, 1, 2), (4, 2, 2), (5, 3, 2), (6, 3, 2)],
+)
+def test_srun_places_ranks_as_mpiexec_ppr_does(processes, nodes, per_node):
+    """The fewest nodes that hold p ranks at 2 per node, filled in order (mpiexec's --map-by ppr:2:node)."""
+    argv = mnc_bench.srun_argv("srun", processes, 2, ["py"])
+    assert argv[:4] == ["srun", "--mpi=pmix", f"--nodes={nodes}", f"--ntasks={processes}"]
+    assert f"--ntasks-per-node={per_node}" in argv
+    assert "--distribution=block" in argv and "--kill-on-bad-exit=1" in argv
+    assert argv[-1] == "py"
+
+
+def test_srun_time_limit_gpus_and_user_flags():
+    argv = mnc_bench.srun_argv("/usr/bin/srun", 4, 2, ["py", "-m", "train"], extra_args=["--partition=gpu"],
+                               timeout=61, timeout_bin="/usr/bin/timeout", gpu=True)
+    assert argv[:3] == ["/usr/bin/timeout", "--kill-after=30", "121"]  # the backstop, as for mpiexec
+    assert "--time=2" in argv  # whole minutes, rounded up: never less than the module's timeout
+    assert "--gpus-per-task=1" in argv
+    assert argv[-4:] == ["--partition=gpu", "py", "-m", "train"]  # the user's flags before the program
+    assert not any(a.startswith(("--time", "--gpus")) for a in mnc_bench.srun_argv("srun", 4, 2, ["py"]))
+    assert "--time=15" in mnc_bench.srun_argv("srun", 4, 2, ["py"], timeout=900)
+
+
+def test_launcher_environment_per_launcher():
+    assert mnc_bench.launcher_env(30, "slurm") == {}  # srun has --time; MPIEXEC_TIMEOUT is mpiexec's
+    assert mnc_bench.launcher_env(30, "slurm", yield_when_idle=True) == {"OMPI_MCA_mpi_yield_when_idle": "1"}
+    assert mnc_bench.launcher_env(30, "mpiexec", yield_when_idle=True) == {"MPIEXEC_TIMEOUT": "30"}
+
+
+def test_slurm_failures_and_time_limit_are_read():
+    err = "srun: error: mnc-cluster-2: task 3: Exited with exit code 1\nsrun: Terminating StepId=12.0\n"
+    assert mnc_bench.failing_rank(err) == 3
+    assert mnc_bench.failing_rank("srun: error: node2: tasks 2-3: Killed\n") == 2
+    assert mnc_bench.timed_out(1, "slurmstepd: error: *** STEP 12.0 ON n1 CANCELLED AT 2026-12-03T09:00:00 "
+                                  "DUE TO TIME LIMIT ***", 3, 900)
+
+
+def test_report_says_how_ranks_started_and_names_each_job():
+    docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
+    for job, d in zip(("41", "42"), docs, strict=True):
+        d["launch"] = {"launcher": "slurm", "command": ["srun", "py"]}
+        d["environment"]["scheduler"] = {"name": "slurm", "job_id": job, "step_id": "0",
+                                         "nodelist": "n[1-2]", "partition": "batch"}
+    report = mnc_bench.build_report(docs)
+    assert [(r["launcher"], r["job"]["job_id"]) for r in report["runs"]] == [("slurm", "41"), ("slurm", "42")]
+    md = mnc_bench.render_markdown(report)
+    assert ("Started by `srun --mpi=pmix` (one Slurm job per p); jobs: p = 1: Slurm job 41 on n[1-2], "
+            "p = 2: Slurm job 42 on n[1-2].") in md
+    for d in docs:
+        d["launch"]["launcher"] = "mpiexec"
+        del d["environment"]["scheduler"]
+    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    assert "Started by `mpiexec`." in md and "Slurm job" not in md

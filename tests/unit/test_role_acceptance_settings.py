@@ -107,7 +107,8 @@ def test_verify_judges_with_the_group_vars_settings(tmp_path):
     print(f"\nverify.yml against a refused node: {elapsed:.1f} s")
 
 
-def test_benchmark_plans_with_the_group_vars_settings(tmp_path):
+def benchmark_inventory(tmp_path, **settings):
+    """The controller as a one-node, two-slot cluster, with these group_vars."""
     (tmp_path / "hostfile").write_text("localhost slots=2\n")
     # Check mode creates nothing: the program's directory must exist for the copy's check.
     (tmp_path / "lib" / "train").mkdir(parents=True)
@@ -128,8 +129,13 @@ def test_benchmark_plans_with_the_group_vars_settings(tmp_path):
         "benchmark_iterations": 7,
         "benchmark_warmup": 3,
         "benchmark_process_counts": [2],
+        **settings,
     }
-    inventory = write_inventory(tmp_path, {"localhost": node}, group_vars)
+    return write_inventory(tmp_path, {"localhost": node}, group_vars)
+
+
+def test_benchmark_plans_with_the_group_vars_settings(tmp_path):
+    inventory = benchmark_inventory(tmp_path)
     proc, elapsed = run_playbook(ACCEPTANCE["benchmark"], "--check", inventory=inventory, json_output=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     (plan,) = results(proc.stdout, "Plan the process counts (runs nothing)")
@@ -138,3 +144,15 @@ def test_benchmark_plans_with_the_group_vars_settings(tmp_path):
     assert plan["process_counts"] == [2], plan
     assert not (tmp_path / "reports").exists()  # check mode: nothing measured, no report
     print(f"\nbenchmark.yml --check on the controller: {elapsed:.1f} s")
+
+
+@pytest.mark.battery("bad input: benchmark_launcher slurm on a cluster without Slurm")
+def test_benchmark_through_slurm_needs_the_clusters_slurm(tmp_path):
+    """benchmark_launcher: slurm on a cluster without Slurm is refused before anything is copied."""
+    inventory = benchmark_inventory(tmp_path, benchmark_launcher="slurm", mnc_scheduler="none")
+    proc, _ = run_playbook(ACCEPTANCE["benchmark"], inventory=inventory, json_output=True)
+    assert proc.returncode != 0
+    (refusal,) = results(proc.stdout, "Refuse the Slurm launcher on a cluster without Slurm")
+    assert refusal["msg"].startswith("benchmark_launcher is slurm but mnc_scheduler is none"), refusal
+    assert not list((tmp_path / "lib" / "train").iterdir())  # nothing copied
+    assert not (tmp_path / "reports").exists()
