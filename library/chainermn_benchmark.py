@@ -33,7 +33,10 @@ options:
     type: str
     default: python3
   mpiexec:
-    description: The C(mpiexec) to launch with (a name on PATH or a path).
+    description:
+      - The C(mpiexec) to launch with (a name on PATH or a path).
+      - With O(launcher=slurm), a path puts its directory first on the ranks' C(PATH) (Open MPI's C(bin/), as
+        C(module load openmpi) does), so that a rank finds its Open MPI's C(ompi_info).
     type: str
     default: mpiexec
   launcher:
@@ -346,6 +349,10 @@ def main():
 
     env = {k: str(v) for k, v in p["environment"].items()}
     env.update(launcher_env(p["timeout"], p["launcher"], p["mpi_yield_when_idle"]))
+    if p["launcher"] == "slurm" and os.path.isabs(p["mpiexec"]):
+        # srun's ranks keep this PATH (--export=ALL): Open MPI's bin/ first, as `module load openmpi`
+        # puts it, so that a rank finds the ompi_info of its own Open MPI (CUDA-awareness, pinning).
+        env["PATH"] = os.pathsep.join([os.path.dirname(p["mpiexec"]), os.environ.get("PATH", os.defpath)])
     if p["out_dir"]:
         os.makedirs(p["out_dir"], exist_ok=True)
     documents, files = [], []
