@@ -6,8 +6,9 @@ VENV := .venv
 ACT := source $(VENV)/bin/activate &&
 SCENARIO ?= default
 NODES ?= 3
-# How the demo's benchmark starts its ranks: mpiexec, or slurm (srun --mpi=pmix jobs).
-LAUNCHER ?= mpiexec
+# How the demo's benchmark starts its ranks: slurm (srun --mpi=pmix jobs, what the
+# sandbox inventory sets) or mpiexec; empty: the inventory's.
+LAUNCHER ?=
 # CPUs per sandbox node (podman --cpus), e.g. NODE_CPUS=0.5; empty: no cap.
 NODE_CPUS ?=
 # The scale benchmark (not part of `make test`): sandbox sizes and CPUs per node.
@@ -16,7 +17,7 @@ SCALE_CPUS ?= 0.5
 
 .PHONY: help venv lint unit molecule test demo scale-bench sandbox sandbox-destroy clean
 help:
-	@echo "make demo   - sandbox cluster of $(NODES) containers + site.yml + verify + benchmark report (LAUNCHER=slurm: through Slurm)"
+	@echo "make demo   - sandbox cluster of $(NODES) containers + site.yml + verify + benchmark report (through Slurm; LAUNCHER=mpiexec: mpiexec)"
 	@echo "make test   - the whole test suite (lint, pytest, molecule scenarios); what CI runs"
 	@echo "make scale-bench SCALE_NODES=\"1 3 8 16\" SCALE_CPUS=0.5 - sandboxes of N nodes: network/verify cold, no-op site.yml; table + PNG in reports/scale-*/"
 	@echo "make lint | unit | molecule SCENARIO=<name> | sandbox | sandbox-destroy | clean"

@@ -139,6 +139,9 @@ def node_problems(host: str, values: dict) -> list:
             if number is None or number <= 0:
                 bad(var, f"must be a number of Gb/s > 0 (e.g. 10 or 25), got {value!r}; "
                          "verify.yml compares point-to-point bandwidth with it")
+    if values.get("benchmark_launcher") == "slurm" and values.get("mnc_scheduler", "none") != "slurm":
+        bad("benchmark_launcher", "slurm needs the cluster's Slurm: set mnc_scheduler: slurm (the scheduler "
+                                  f"stage installs it), not {values.get('mnc_scheduler', 'none')!r}")
     return out
 
 

@@ -5,16 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${VIRTUAL_ENV:-}" ] || source .venv/bin/activate
 nodes="${1:-3}"
-launcher="${2:-mpiexec}"  # the benchmark's: mpiexec, or slurm (the sandbox runs Slurm)
+# The benchmark's launcher: empty = the inventory's (slurm in the sandbox), or mpiexec / slurm.
+launcher="${2:-}"
 t0=$(date +%s)
 stage() { echo; echo "=================== $1 ($(( $(date +%s) - t0 ))s) ==================="; }
 
 stage "sandbox: $nodes node(s)"
 ansible-playbook playbooks/sandbox.yml -e sandbox_nodes="$nodes"
-stage "site.yml on inventory/sandbox (benchmark launcher: $launcher)"
+stage "site.yml on inventory/sandbox (benchmark launcher: ${launcher:-as the inventory sets})"
 # A demo always measures (a site.yml re-run skips an unchanged cluster).
 ansible-playbook site.yml -i inventory/sandbox/ -e benchmark_only_when_changed=false \
-    -e benchmark_launcher="$launcher"
+    ${launcher:+-e benchmark_launcher="$launcher"}
 stage "done in $(( $(date +%s) - t0 ))s"
 if [ -f reports/latest/report.md ]; then
     echo "Report: $(readlink -f reports/latest)/report.md (plots: reports/latest/*.png)"

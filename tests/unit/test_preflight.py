@@ -41,10 +41,12 @@ def test_node_rules_name_host_and_variable():
             "mnc_link_gbps": "ten",
             "mnc_private_ip": "10.1.2.256",
             "mnc_private_prefix": 33,
+            "benchmark_launcher": "slurm",
+            "mnc_scheduler": "none",
         },
     )
     for var in ("mnc_slots_per_node", "mnc_mpi_user", "bonding_interfaces", "verify_timeout",
-                "mnc_link_gbps", "mnc_private_ip", "mnc_private_prefix"):
+                "mnc_link_gbps", "mnc_private_ip", "mnc_private_prefix", "benchmark_launcher"):
         assert any(p.startswith(f"n1: {var}: ") for p in problems), (var, problems)
 
 
@@ -59,6 +61,8 @@ def test_node_rules_accept_good_values():
             "mnc_link_gbps": "25.5",
             "mnc_private_ip": "192.168.0.1",
             "slurm_cluster_name": "mncluster",
+            "benchmark_launcher": "slurm",
+            "mnc_scheduler": "slurm",
         },
     ) == []
 
@@ -181,6 +185,10 @@ CASES = [
     ("host name with a space", {"n1": {"mnc_private_hostname": "a b"}}, {}, "mnc_private_hostname", "n1"),
     ("scheduler neither none nor slurm", {"n1": {}}, {"mnc_scheduler": "pbs"}, "mnc_scheduler", "n1"),
     ("Python provider", {"n1": {}}, {"mnc_python_provider": "conda"}, "mnc_python_provider", "n1"),
+    ("benchmark launcher pbs (unsupported)", {"n1": {}}, {"benchmark_launcher": "pbs"},
+     "benchmark_launcher", "n1"),
+    ("benchmark through Slurm without Slurm", {"n1": {}}, {"benchmark_launcher": "slurm"},
+     "benchmark_launcher", "n1"),
 ]
 
 
