@@ -89,6 +89,12 @@ def mnc_slots_over_gpus(slots, host, variable, gpus):
     return mnc_preflight.slots_over_gpus(host, variable, slots, gpus)
 
 
+def mnc_launcher_without_scheduler(launcher, host, scheduler):
+    """``benchmark_launcher: slurm`` on a cluster without Slurm, named (empty: fine):
+    ``benchmark_launcher | mnc_launcher_without_scheduler(inventory_hostname, mnc_scheduler)``."""
+    return mnc_preflight.launcher_without_scheduler(host, launcher, scheduler)
+
+
 def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version):
     """Why the pinned CUDA / cuDNN / NCCL / CuPy do not load together (empty: they do)."""
     return mnc_gpu_matrix.gpu_stack_problems(
@@ -132,4 +138,5 @@ class FilterModule:
             "mnc_preflight_cluster": mnc_preflight_cluster,
             "mnc_preflight_spec_problems": mnc_preflight_spec_problems,
             "mnc_slots_over_gpus": mnc_slots_over_gpus,
+            "mnc_launcher_without_scheduler": mnc_launcher_without_scheduler,
         }

@@ -264,8 +264,8 @@ def _plan(module):
         missing.append(f"{p['chdir']} holds no train package (train/__main__.py)")
     if os.path.isabs(p["python"]) and not os.access(p["python"], os.X_OK):
         missing.append(f"python {p['python']} is not an executable on this node")
-    launcher = p["srun"] if p["launcher"] == "slurm" else p["mpiexec"]
     option = "srun" if p["launcher"] == "slurm" else "mpiexec"
+    launcher = p[option]
     if not os.path.isabs(launcher) and module.get_bin_path(launcher) is None:
         missing.append(f"{launcher} is not on PATH here (set {option} to its full path)")
     for problem in missing:

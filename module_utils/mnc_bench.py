@@ -78,6 +78,15 @@ def train_argv(python, options, extra_args=()):
     return argv
 
 
+def _backstop(timeout, timeout_bin):
+    """``timeout`` around the launcher, BACKSTOP_S after the job's own limit: for a launcher
+    that itself hangs (ssh, a dead node). The job's own limit (mpiexec's MPIEXEC_TIMEOUT, see
+    launcher_env, or srun's --time) is what takes every rank down."""
+    if timeout and timeout_bin:
+        return [timeout_bin, "--kill-after=30", str(int(timeout) + BACKSTOP_S)]
+    return []
+
+
 def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, export=(),
                  extra_args=(), timeout=None, timeout_bin=None, yield_when_idle=False):
     """The launcher's argv: ``[timeout] mpiexec -n p [-hostfile H] --map-by ppr:s:node ... command``.
@@ -87,12 +96,7 @@ def mpiexec_argv(mpiexec, processes, slots_per_node, command, hostfile=None, exp
     than there are ranks need (the benchmark also sets it itself when a node has fewer
     CPUs than ranks, but cannot see nodes that share one host's cores).
     """
-    argv = []
-    if timeout and timeout_bin:
-        # A backstop for an mpiexec that itself hangs (ssh, a dead node): the job's own
-        # limit is MPIEXEC_TIMEOUT (see launcher_env), which takes every rank down.
-        argv += [timeout_bin, "--kill-after=30", str(int(timeout) + BACKSTOP_S)]
-    argv += [mpiexec, "-n", str(processes)]
+    argv = [*_backstop(timeout, timeout_bin), mpiexec, "-n", str(processes)]
     if hostfile:
         argv += ["-hostfile", hostfile]
     argv += ["--map-by", f"ppr:{slots_per_node}:node"]
@@ -115,13 +119,10 @@ def srun_argv(srun, processes, slots_per_node, command, extra_args=(), timeout=N
     one fails, as mpiexec does. srun passes the caller's environment on (``--export=ALL``), so
     ranks see the same variables as under mpiexec's ``-x``. With ``gpu`` every task gets one GPU.
     """
-    argv = []
-    if timeout and timeout_bin:
-        argv += [timeout_bin, "--kill-after=30", str(int(timeout) + BACKSTOP_S)]
     nodes = -(-processes // slots_per_node)
-    argv += [srun, "--mpi=pmix", f"--nodes={nodes}", f"--ntasks={processes}",
-             f"--ntasks-per-node={min(slots_per_node, processes)}", "--distribution=block",
-             "--kill-on-bad-exit=1", f"--job-name={job_name}", "--export=ALL"]
+    argv = [*_backstop(timeout, timeout_bin), srun, "--mpi=pmix", f"--nodes={nodes}",
+            f"--ntasks={processes}", f"--ntasks-per-node={min(slots_per_node, processes)}",
+            "--distribution=block", "--kill-on-bad-exit=1", f"--job-name={job_name}", "--export=ALL"]
     if timeout:
         argv.append(f"--time={-(-int(timeout) // 60)}")
     if gpu:

@@ -139,10 +139,17 @@ def node_problems(host: str, values: dict) -> list:
             if number is None or number <= 0:
                 bad(var, f"must be a number of Gb/s > 0 (e.g. 10 or 25), got {value!r}; "
                          "verify.yml compares point-to-point bandwidth with it")
-    if values.get("benchmark_launcher") == "slurm" and values.get("mnc_scheduler", "none") != "slurm":
-        bad("benchmark_launcher", "slurm needs the cluster's Slurm: set mnc_scheduler: slurm (the scheduler "
-                                  f"stage installs it), not {values.get('mnc_scheduler', 'none')!r}")
+    out += launcher_without_scheduler(host, values.get("benchmark_launcher"), values.get("mnc_scheduler"))
     return out
+
+
+def launcher_without_scheduler(host: str, launcher, scheduler) -> list:
+    """``benchmark_launcher: slurm`` starts the ranks with srun: the cluster must run Slurm."""
+    scheduler = scheduler or "none"
+    if launcher != "slurm" or scheduler == "slurm":
+        return []
+    return [f"{host}: benchmark_launcher: slurm needs the cluster's Slurm: set mnc_scheduler: slurm "
+            f"(the scheduler stage installs it), not {scheduler!r}"]
 
 
 def slots_over_gpus(host: str, variable: str, slots, gpus) -> list:
