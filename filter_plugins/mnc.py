@@ -95,6 +95,13 @@ def mnc_launcher_without_scheduler(launcher, host, scheduler):
     return mnc_preflight.launcher_without_scheduler(host, launcher, scheduler)
 
 
+def mnc_shared_fs_problems(dirs, host, home, options):
+    """What is wrong with the shared directories and their export options, named (empty: fine):
+    ``mnc_shared_dirs | mnc_shared_fs_problems(inventory_hostname, mnc_mpi_home,
+    shared_fs_export_options)``."""
+    return mnc_preflight.shared_fs_problems(host, dirs, home, options)
+
+
 def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version):
     """Why the pinned CUDA / cuDNN / NCCL / CuPy do not load together (empty: they do)."""
     return mnc_gpu_matrix.gpu_stack_problems(
@@ -139,4 +146,5 @@ class FilterModule:
             "mnc_preflight_spec_problems": mnc_preflight_spec_problems,
             "mnc_slots_over_gpus": mnc_slots_over_gpus,
             "mnc_launcher_without_scheduler": mnc_launcher_without_scheduler,
+            "mnc_shared_fs_problems": mnc_shared_fs_problems,
         }

@@ -62,6 +62,12 @@ options:
     description:
       - The ring send of CuPy device buffers across the nodes (C(mnc_gpu_probe.py send gpu)), as O(gpu_nccl).
     type: dict
+  mpiio:
+    description:
+      - The MPI-IO write and read of one file across the nodes on the shared directory
+        (C(mnc_mpiio.py), one rank per node), keys as O(ranks) plus C(dir), or C(not_applicable).
+      - Unset where nothing is shared (mnc_shared_dirs empty): no row.
+    type: dict
   p2p_median_fraction:
     description:
       - A pair fails when its peak bandwidth is below this fraction of the median pair's (a bad
@@ -204,6 +210,7 @@ def main():
             "p2p_median_fraction": {"type": "float", "default": 0.7},
             "gpu_nccl": {"type": "dict"},
             "gpu_send": {"type": "dict"},
+            "mpiio": {"type": "dict"},
             "report_dir": {"type": "path"},
             "latest_link": {"type": "path"},
         },
@@ -229,6 +236,7 @@ def main():
         p["p2p_median_fraction"] or None,
         gpu_nccl=p["gpu_nccl"],
         gpu_send=p["gpu_send"],
+        mpiio=p["mpiio"],
     )
     if p["report_dir"] and not module.check_mode:
         try:

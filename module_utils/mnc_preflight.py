@@ -10,6 +10,7 @@ the same rule at their own stage use the same pattern (the filter
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 from pathlib import Path
 
@@ -47,7 +48,9 @@ MPI_USER_VARS = (
 # Integers that must be at least 1 when the inventory sets them.
 POSITIVE_INT_VARS = ("mnc_slots_per_node", "mnc_mpi_user_uid", "mpi_hostfile_cpu_slots")
 
-OTHER_VARS = ("mnc_private_ip", "mnc_private_prefix", "mnc_link_gbps")
+OTHER_VARS = (
+    "mnc_private_ip", "mnc_private_prefix", "mnc_link_gbps", "mnc_shared_dirs", "shared_fs_export_options",
+)
 
 
 def unsafe_names(values, kind: str = "name") -> list:
@@ -140,6 +143,11 @@ def node_problems(host: str, values: dict) -> list:
                 bad(var, f"must be a number of Gb/s > 0 (e.g. 10 or 25), got {value!r}; "
                          "verify.yml compares point-to-point bandwidth with it")
     out += launcher_without_scheduler(host, values.get("benchmark_launcher"), values.get("mnc_scheduler"))
+    if "mnc_shared_dirs" in values or "shared_fs_export_options" in values:
+        user = values.get("mnc_mpi_user", "mpiuser")
+        out += shared_fs_problems(host, values.get("mnc_shared_dirs", []),
+                                  values.get("mnc_mpi_home", f"/home/{user}"),
+                                  values.get("shared_fs_export_options", SHARED_FS_DEFAULT_OPTIONS))
     return out
 
 
@@ -150,6 +158,69 @@ def launcher_without_scheduler(host: str, launcher, scheduler) -> list:
         return []
     return [f"{host}: benchmark_launcher: slurm needs the cluster's Slurm: set mnc_scheduler: slurm "
             f"(the scheduler stage installs it), not {scheduler!r}"]
+
+
+# The options exportfs(8) knows (exports(5)); key=value ones by their key.
+SHARED_FS_OPTIONS = frozenset((
+    "rw", "ro", "sync", "async", "secure", "insecure", "wdelay", "no_wdelay", "hide", "nohide", "crossmnt",
+    "subtree_check", "no_subtree_check", "secure_locks", "insecure_locks", "auth_nlm", "no_auth_nlm",
+    "mountpoint", "mp", "nordirplus", "pnfs", "no_pnfs", "security_label", "root_squash", "no_root_squash",
+    "all_squash", "no_all_squash", "fsid", "anonuid", "anongid", "sec", "refer", "replicas",
+))
+SHARED_FS_DEFAULT_OPTIONS = "rw,sync,no_subtree_check,root_squash"
+# Directories that are the node's own: sharing them would share its system.
+SHARED_FS_SYSTEM = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt", "/proc", "/root",
+                    "/run", "/sbin", "/sys", "/tmp", "/usr", "/var")
+
+
+def shared_fs_problems(host: str, dirs, home, options) -> list:
+    """``mnc_shared_dirs`` (absolute directories the shared_fs server exports and every other
+    node mounts) and ``shared_fs_export_options`` (exports(5) options): what is wrong, named.
+
+    The MPI user's home cannot be shared yet: the roles write it on every node (pyenv, the
+    virtualenv, the SSH key pair, the work directory), which a shared home would race."""
+    out = []
+
+    def bad(var, why):
+        out.append(f"{host}: {var}: {why}")
+
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        bad("mnc_shared_dirs", f"must be a list of absolute directories, got {dirs!r}")
+        dirs = []
+    home = posixpath.normpath(str(home or "/home/mpiuser"))
+    seen = []
+    for d in dirs:
+        norm = posixpath.normpath(d) if d.startswith("/") else d
+        parts = d.strip("/").split("/")
+        if not d.startswith("/") or (parts != [""] and unsafe_names(parts, "name")) or ".." in parts:
+            bad("mnc_shared_dirs", f"{d!r} is not an absolute directory of letters, digits and _ . - "
+                                   "(it reaches /etc/exports, /etc/fstab and mount)")
+        elif norm in SHARED_FS_SYSTEM or posixpath.dirname(norm) == "/proc":
+            bad("mnc_shared_dirs", f"{d!r} is the node's own system directory; share a directory of its own "
+                                   "(e.g. /scratch or /data)")
+        elif _nested(norm, home) or _nested(home, norm):
+            bad("mnc_shared_dirs", f"{d!r} holds or is inside the MPI user's home {home}: a shared home is "
+                                   "not supported yet (every node writes its own pyenv, virtualenv, key pair "
+                                   "and work directory there); share a scratch or data directory instead")
+        elif any(_nested(norm, s) or _nested(s, norm) for s in seen):
+            bad("mnc_shared_dirs", f"{d!r} overlaps another shared directory ({', '.join(seen)})")
+        else:
+            seen.append(norm)
+    if not isinstance(options, str) or not options.strip():
+        bad("shared_fs_export_options", f"must be a comma-separated exports(5) option list, got {options!r}")
+        return out
+    unknown = [o for o in options.split(",") if o.split("=", 1)[0].strip() not in SHARED_FS_OPTIONS]
+    if unknown:
+        bad("shared_fs_export_options", f"{', '.join(repr(o) for o in unknown)}: not an exports(5) option "
+                                        f"(known: {' '.join(sorted(SHARED_FS_OPTIONS))})")
+    if "no_root_squash" in [o.strip() for o in options.split(",")]:
+        bad("shared_fs_export_options", "no_root_squash would make root on every node root on the share; "
+                                        "mncluster writes users' files as the user, root_squash is enough")
+    return out
+
+
+def _nested(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def slots_over_gpus(host: str, variable: str, slots, gpus) -> list:

@@ -752,6 +752,49 @@ def check_p2p(
     return rows
 
 
+# --- shared filesystem ---------------------------------------------------------------------------
+
+
+def check_mpiio(run: dict | None) -> list[dict]:
+    """MPI-IO across the nodes on the shared directory (mnc_mpiio.py, one rank per node): every
+    rank must read back, byte for byte, the block the rank on the next node wrote into the same
+    file. A directory that is not really shared gives every node its own file, and the blocks
+    read are not the peers'. ``run`` None: no shared directory, no row."""
+    check = "shared filesystem"
+    if run is None:
+        return []
+    subject = run.get("dir") or "shared directory"
+    if run.get("not_applicable"):
+        return [row(check, subject, SKIP, run["not_applicable"])]
+    if run.get("skipped_reason"):
+        return [row(check, subject, FAIL, f"not run: {run['skipped_reason']}")]
+    if run.get("rc") not in (0, None):
+        gist = _gist(run)
+        what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
+        return [row(check, subject, FAIL, what + (f": {gist}" if gist else ""))]
+    try:
+        doc = json.loads((run.get("stdout") or "").strip().splitlines()[-1])
+        ranks = doc["ranks"]
+        subject = doc.get("dir") or subject
+    except (ValueError, IndexError, KeyError, TypeError) as exc:
+        return [row(check, subject, FAIL, f"unreadable output ({exc}): {(run.get('stdout') or '')[-200:]}")]
+    hosts = sorted({r["host"] for r in ranks})
+    bad = [r for r in ranks if not r.get("ok")]
+    if bad:
+        # a step that failed is reported by every rank alike: once here
+        errors = list(dict.fromkeys(r["error"] for r in bad if r.get("error")))
+        errors += [f"rank {r['rank']} on {r['host']} read other bytes than rank {r['read_from']} on "
+                   f"{r['read_from_host']} wrote" for r in bad if not r.get("error")]
+        detail = _clip("; ".join(errors), 400) + " (is the directory really shared?)"
+        return [row(check, subject, FAIL, detail)]
+    if len(hosts) < 2:
+        detail = f"all {len(ranks)} rank(s) ran on {', '.join(hosts)}: nothing crossed a node"
+        return [row(check, subject, FAIL, detail)]
+    detail = (f"MPI-IO: {len(ranks)} ranks on {len(hosts)} nodes wrote one file ({_size(doc['block'])} "
+              "each); each read back, byte for byte, the block the next node wrote")
+    return [row(check, subject, PASS, detail)]
+
+
 def _size(n: int) -> str:
     for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div and n % div == 0:
@@ -861,12 +904,14 @@ def evaluate(
     p2p_median_fraction=0.7,
     gpu_nccl=None,
     gpu_send=None,
+    mpiio=None,
 ) -> dict:
     """Every check's rows, the rendered table, and whether the cluster passed.
 
     ``launcher``: the inventory name of the node mpiexec ran on (None: not known).
     ``gpu_nccl``, ``gpu_send``: the cross-node GPU runs (mnc_gpu_probe.py nccl-allreduce, send gpu),
-    shaped like ``p2p_run``; see :func:`check_gpu`.
+    shaped like ``p2p_run``; see :func:`check_gpu`. ``mpiio``: the MPI-IO run on the shared
+    directory (mnc_mpiio.py), None where nothing is shared; see :func:`check_mpiio`.
     """
     entries = parse_hostfile(hostfile_text) if hostfile_text is not None else []
     by_ip = {n.get("private_ip"): n for n in nodes}
@@ -886,6 +931,7 @@ def evaluate(
     rows += check_gpu(nodes, gpu_nccl, gpu_send)
     rows += check_services(nodes)
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction, p2p_median_fraction)
+    rows += check_mpiio(mpiio)
     rows += check_versions(nodes)
     failures = [f"{r['check']} [{r['subject']}]: {r['detail']}" for r in rows if r["status"] == FAIL]
     down = [n["name"] for n in nodes if not n.get("reachable", True)]

@@ -166,11 +166,13 @@ def decide_yield(env: dict, local: int | None, usable: float) -> dict:
 
 
 # -- before MPI_Init ---------------------------------------------------------------
-def find_ompi_info(env=None) -> str | None:
+def find_ompi_info(env=None, maps="/proc/self/maps") -> str | None:
     """The ``ompi_info`` of the Open MPI that launched this rank: on PATH, else in the bin/ beside
     the library directory the launcher names (Open MPI 5's ``OMPI_LIBDIR_LOC``) or under
-    ``OPAL_PREFIX``. A rank started by an mpiexec given by its full path (as the benchmark starts
-    it) keeps the launcher's PATH, which need not hold Open MPI's bin/."""
+    ``OPAL_PREFIX``, else beside the libmpi this process has loaded (``maps``: mpi4py's, once
+    imported). A rank started by an mpiexec given by its full path (as the benchmark starts it)
+    keeps the launcher's PATH, which need not hold Open MPI's bin/, and a rank a user starts with
+    ``srun --mpi=pmix`` without ``module load openmpi`` has neither variable."""
     env = os.environ if env is None else env
     exe = shutil.which("ompi_info", path=env.get("PATH"))
     if exe:
@@ -180,7 +182,19 @@ def find_ompi_info(env=None) -> str | None:
         dirs.append(os.path.join(os.path.dirname(env["OMPI_LIBDIR_LOC"].rstrip("/")), "bin"))
     if env.get("OPAL_PREFIX"):
         dirs.append(os.path.join(env["OPAL_PREFIX"], "bin"))
+    dirs += [os.path.join(os.path.dirname(os.path.dirname(lib)), "bin") for lib in loaded_libmpi(maps)]
     return shutil.which("ompi_info", path=os.pathsep.join(dirs)) if dirs else None
+
+
+def loaded_libmpi(maps="/proc/self/maps") -> list[str]:
+    """The paths of the libmpi.so this process has mapped (``/proc/self/maps``), in order, once each."""
+    try:
+        with open(maps) as f:
+            fields = [line.split(None, 5) for line in f]
+    except OSError:
+        return []
+    paths = [f[5].strip() for f in fields if len(f) == 6]
+    return list(dict.fromkeys(p for p in paths if re.search(r"/libmpi\.so(\.\d+)*$", p)))
 
 
 def ompi_settings() -> dict:

@@ -182,4 +182,13 @@ def test_ompi_info_found_beside_the_launchers_open_mpi(tmp_path):
     assert environment.find_ompi_info({"PATH": no_mpi_path, "OPAL_PREFIX": str(prefix)}) == found
     # PATH first: the ompi_info a user's shell would run.
     assert environment.find_ompi_info({"PATH": str(real.parent), "OPAL_PREFIX": str(prefix)}) == str(real)
+    # Neither variable (a user's own srun, no module loaded): beside the libmpi the rank has loaded.
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f10 r--p 00000000 08:01 42   /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+        f"7f10-7f20 r-xp 00000000 08:01 43   {prefix}/lib/libmpi.so.40.40.7\n"
+        "7f20-7f30 rw-p 00000000 00:00 0\n"
+    )
+    assert environment.find_ompi_info({"PATH": no_mpi_path}, maps=str(maps)) == found
+    assert environment.find_ompi_info({"PATH": no_mpi_path}, maps=str(tmp_path / "none")) is None
 
