@@ -66,7 +66,7 @@ options:
     description:
       - The MPI-IO write and read of one file across the nodes on the shared directory
         (C(mnc_mpiio.py), one rank per node), keys as O(ranks) plus C(dir), or C(not_applicable).
-      - Unset where nothing is shared (mnc_shared_dirs empty): no row.
+      - Unset where nothing is shared (mnc_shared_dirs empty), and then no row.
     type: dict
   p2p_median_fraction:
     description:
