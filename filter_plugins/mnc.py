@@ -68,9 +68,10 @@ def mnc_preflight_names(names):
     return mnc_preflight.checked_names(names)
 
 
-def mnc_preflight_node(values, host):
-    """Problems of one node's inventory values: ``values | mnc_preflight_node(inventory_hostname)``."""
-    return mnc_preflight.node_problems(host, values)
+def mnc_preflight_node(values, host, nodes=None):
+    """Problems of one node's inventory values:
+    ``values | mnc_preflight_node(inventory_hostname, groups['mnc_nodes'])``."""
+    return mnc_preflight.node_problems(host, values, nodes)
 
 
 def mnc_preflight_cluster(private_ips):
@@ -95,11 +96,11 @@ def mnc_launcher_without_scheduler(launcher, host, scheduler):
     return mnc_preflight.launcher_without_scheduler(host, launcher, scheduler)
 
 
-def mnc_shared_fs_problems(dirs, host, home, options):
-    """What is wrong with the shared directories and their export options, named (empty: fine):
-    ``mnc_shared_dirs | mnc_shared_fs_problems(inventory_hostname, mnc_mpi_home,
-    shared_fs_export_options)``."""
-    return mnc_preflight.shared_fs_problems(host, dirs, home, options)
+def mnc_shared_fs_problems(dirs, host, home, options, server="", nodes=None):
+    """What is wrong with the shared directories, their export options and server, named (empty:
+    fine): ``mnc_shared_dirs | mnc_shared_fs_problems(inventory_hostname, mnc_mpi_home,
+    shared_fs_export_options, shared_fs_server, groups['mnc_nodes'])``."""
+    return mnc_preflight.shared_fs_problems(host, dirs, home, options, server, nodes)
 
 
 def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version):

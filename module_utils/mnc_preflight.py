@@ -50,6 +50,7 @@ POSITIVE_INT_VARS = ("mnc_slots_per_node", "mnc_mpi_user_uid", "mpi_hostfile_cpu
 
 OTHER_VARS = (
     "mnc_private_ip", "mnc_private_prefix", "mnc_link_gbps", "mnc_shared_dirs", "shared_fs_export_options",
+    "shared_fs_server",
 )
 
 
@@ -103,8 +104,9 @@ def ipv4_problem(value) -> str | None:
     return None
 
 
-def node_problems(host: str, values: dict) -> list:
-    """Problems of one node's inventory values ``{variable: value}`` (only what it sets)."""
+def node_problems(host: str, values: dict, nodes=None) -> list:
+    """Problems of one node's inventory values ``{variable: value}`` (only what it sets);
+    ``nodes``: the inventory's mnc_nodes (None: the rules that need them are left out)."""
     out = []
 
     def bad(var, why):
@@ -143,11 +145,12 @@ def node_problems(host: str, values: dict) -> list:
                 bad(var, f"must be a number of Gb/s > 0 (e.g. 10 or 25), got {value!r}; "
                          "verify.yml compares point-to-point bandwidth with it")
     out += launcher_without_scheduler(host, values.get("benchmark_launcher"), values.get("mnc_scheduler"))
-    if "mnc_shared_dirs" in values or "shared_fs_export_options" in values:
+    if {"mnc_shared_dirs", "shared_fs_export_options", "shared_fs_server"} & set(values):
         user = values.get("mnc_mpi_user", "mpiuser")
         out += shared_fs_problems(host, values.get("mnc_shared_dirs", []),
                                   values.get("mnc_mpi_home", f"/home/{user}"),
-                                  values.get("shared_fs_export_options", SHARED_FS_DEFAULT_OPTIONS))
+                                  values.get("shared_fs_export_options", SHARED_FS_DEFAULT_OPTIONS),
+                                  values.get("shared_fs_server", ""), nodes)
     return out
 
 
@@ -173,9 +176,11 @@ SHARED_FS_SYSTEM = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/op
                     "/run", "/sbin", "/sys", "/tmp", "/usr", "/var")
 
 
-def shared_fs_problems(host: str, dirs, home, options) -> list:
+def shared_fs_problems(host: str, dirs, home, options, server="", nodes=None) -> list:
     """``mnc_shared_dirs`` (absolute directories the shared_fs server exports and every other
-    node mounts) and ``shared_fs_export_options`` (exports(5) options): what is wrong, named.
+    node mounts), ``shared_fs_export_options`` (exports(5) options) and ``shared_fs_server``
+    (one of ``nodes``, the inventory's mnc_nodes, when given; empty: the first): what is
+    wrong, named.
 
     The MPI user's home cannot be shared yet: the roles write it on every node (pyenv, the
     virtualenv, the SSH key pair, the work directory), which a shared home would race."""
@@ -206,6 +211,10 @@ def shared_fs_problems(host: str, dirs, home, options) -> list:
             bad("mnc_shared_dirs", f"{d!r} overlaps another shared directory ({', '.join(seen)})")
         else:
             seen.append(norm)
+    if dirs and server and nodes is not None and server not in nodes:
+        bad("shared_fs_server", f"{server!r} is not a node of mnc_nodes (the node that holds and exports "
+                                f"{', '.join(dirs)}); name one of {', '.join(nodes)}, "
+                                "or leave it empty for the first")
     if not isinstance(options, str) or not options.strip():
         bad("shared_fs_export_options", f"must be a comma-separated exports(5) option list, got {options!r}")
         return out

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
@@ -126,7 +127,43 @@ def test_shared_directory_rules(dirs, options, expect):
         assert any(p.startswith("n1: ") and expect in p for p in problems), problems
 
 
+def test_the_server_must_be_a_node_of_the_inventory():
+    nodes = ["gpu01", "gpu02"]
+    assert mnc_preflight.shared_fs_problems("gpu01", ["/scratch"], "/home/u", "rw", "gpu02", nodes) == []
+    assert mnc_preflight.shared_fs_problems("gpu01", ["/scratch"], "/home/u", "rw", "", nodes) == []
+    problems = mnc_preflight.shared_fs_problems("gpu01", ["/scratch"], "/home/u", "rw", "nfs01", nodes)
+    assert problems == ["gpu01: shared_fs_server: 'nfs01' is not a node of mnc_nodes (the node that holds "
+                        "and exports /scratch); name one of gpu01, gpu02, or leave it empty for the first"]
+    # nothing shared: the server is not used
+    assert mnc_preflight.shared_fs_problems("gpu01", [], "/home/u", "rw", "nfs01", nodes) == []
+
+
 def test_preflight_reads_the_shared_directory_rules_from_the_inventory():
     problems = mnc_preflight.node_problems("n1", {"mnc_shared_dirs": ["/home"], "mnc_mpi_user": "alice"})
     assert any("mnc_shared_dirs" in p and "/home/alice" in p for p in problems), problems
     assert mnc_preflight.node_problems("n1", {"mnc_shared_dirs": ["/scratch"]}) == []
+    server_elsewhere = {"mnc_shared_dirs": ["/scratch"], "shared_fs_server": "nfs01"}
+    assert mnc_preflight.node_problems("n1", server_elsewhere) == []  # the nodes not known: not judged
+    assert any(p.startswith("n1: shared_fs_server: ") for p in
+               mnc_preflight.node_problems("n1", server_elsewhere, ["n1", "n2"]))
+
+
+@pytest.mark.battery("bad input: shared_fs run alone with a server that is not a node, nothing changed")
+def test_the_role_alone_refuses_a_server_that_is_not_a_node(tmp_path):
+    """The role's first task is preflight's rule: run on its own (no site.yml, no preflight), a
+    shared_fs_server outside mnc_nodes fails the play before a package, directory or file is made."""
+    shared = tmp_path / "scratch"
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"mnc_nodes": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "mnc_private_ip": "10.0.0.1", "mnc_shared_dirs": [str(shared)], "shared_fs_server": "nfs01"}}}}))
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: mnc_nodes\n  gather_facts: false\n  roles: [shared_fs]\n")
+    proc, _ = run_playbook(play, inventory=inventory, timeout=120)
+    assert proc.returncode != 0
+    refusal = "shared_fs: localhost: shared_fs_server: 'nfs01' is not a node of mnc_nodes"
+    assert refusal in proc.stdout, proc.stdout[-3000:]
+    assert "Nothing was changed" in proc.stdout
+    assert "changed=0" in proc.stdout
+    assert not shared.exists()
+    assert not Path("/etc/exports.d/mncluster.exports").exists()
