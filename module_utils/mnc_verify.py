@@ -419,20 +419,33 @@ def check_gpu_node(n: dict) -> list[dict]:
     return rows
 
 
+def _not_run(check: str, subject: str, run: dict | None) -> list[dict] | None:
+    """The row of a run that gave nothing to judge (never run, not applicable, skipped), else None."""
+    if run is None:
+        return [row(check, subject, FAIL, "not run")]
+    if run.get("not_applicable"):
+        return [row(check, subject, SKIP, run["not_applicable"])]
+    if run.get("skipped_reason"):
+        return [row(check, subject, FAIL, f"not run: {run['skipped_reason']}")]
+    return None
+
+
+def _launch_failure(run: dict) -> str:
+    """How a launch ended that gave no result: timed out or mpiexec's exit code, with what it said."""
+    what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
+    gist = _gist(run)
+    return what + (f": {gist}" if gist else "")
+
+
 def _ranks_of(check: str, run: dict | None, fix: str) -> tuple[list[dict] | None, list[dict]]:
     """(the per-rank parts of a cross-node probe run, or None, and the rows when it did not give them)."""
-    if run is None:
-        return None, [row(check, "cluster", FAIL, "not run")]
-    if run.get("not_applicable"):
-        return None, [row(check, "cluster", SKIP, run["not_applicable"])]
-    if run.get("skipped_reason"):
-        return None, [row(check, "cluster", FAIL, f"not run: {run['skipped_reason']}")]
+    not_run = _not_run(check, "cluster", run)
+    if not_run:
+        return None, not_run
     try:
         doc = parse_probe(run.get("stdout", ""))
     except ValueError:
-        what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
-        gist = _gist(run)
-        return None, [row(check, "cluster", FAIL, what + (f": {gist}" if gist else "") + f"; {fix}")]
+        return None, [row(check, "cluster", FAIL, f"{_launch_failure(run)}; {fix}")]
     return list(doc.get("ranks") or []), []
 
 
@@ -694,16 +707,11 @@ def check_p2p(
     the median is a bad link (cable, NIC, switch port) even where the link speed is not
     known."""
     check = "p2p bandwidth"
-    if run is None:
-        return [row(check, "all pairs", FAIL, "not run")]
-    if run.get("not_applicable"):
-        return [row(check, "all pairs", SKIP, run["not_applicable"])]
-    if run.get("skipped_reason"):
-        return [row(check, "all pairs", FAIL, f"not run: {run['skipped_reason']}")]
+    not_run = _not_run(check, "all pairs", run)
+    if not_run:
+        return not_run
     if run.get("rc") not in (0, None):
-        gist = _gist(run)
-        what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
-        return [row(check, "all pairs", FAIL, what + (f": {gist}" if gist else ""))]
+        return [row(check, "all pairs", FAIL, _launch_failure(run))]
     try:
         doc = parse_p2p(run.get("stdout", ""))
     except ValueError as exc:
@@ -764,14 +772,11 @@ def check_mpiio(run: dict | None) -> list[dict]:
     if run is None:
         return []
     subject = run.get("dir") or "shared directory"
-    if run.get("not_applicable"):
-        return [row(check, subject, SKIP, run["not_applicable"])]
-    if run.get("skipped_reason"):
-        return [row(check, subject, FAIL, f"not run: {run['skipped_reason']}")]
+    not_run = _not_run(check, subject, run)
+    if not_run:
+        return not_run
     if run.get("rc") not in (0, None):
-        gist = _gist(run)
-        what = "timed out" if run.get("rc") in (124, 137) else f"mpiexec exited {run.get('rc')}"
-        return [row(check, subject, FAIL, what + (f": {gist}" if gist else ""))]
+        return [row(check, subject, FAIL, _launch_failure(run))]
     try:
         doc = json.loads((run.get("stdout") or "").strip().splitlines()[-1])
         ranks = doc["ranks"]
