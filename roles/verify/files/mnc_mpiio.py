@@ -41,50 +41,60 @@ class _Failed(Exception):
     """A step failed on this rank or another (the message says which)."""
 
 
-def _agreed(comm, action):
-    """Run one collective step; raise _Failed on every rank when it failed on any."""
+class _Refused(Exception):
+    """This rank's part of a step failed (the message says why)."""
+
+
+def _agreed(comm, hosts, action):
+    """Run one step on every rank (an MPI collective, or a plain file's part); raise _Failed on
+    every rank when it failed on any, naming each rank and host, so that no rank goes on to a
+    collective the others left."""
     error = ""
     value = None
     try:
         value = action()
     except MPI.Exception as err:
         error = err.Get_error_string()
+    except _Refused as err:
+        error = str(err)
     errors = comm.allgather(error)
     if any(errors):
-        failed = [f"rank {r}: {e}" for r, e in enumerate(errors) if e]
-        raise _Failed("; ".join(failed))
+        raise _Failed("; ".join(f"rank {r} on {hosts[r]}: {e}" for r, e in enumerate(errors) if e))
     return value
+
+
+def _write_marker(marker, token):
+    try:
+        with open(marker, "x") as f:
+            f.write(token)
+    except OSError as err:
+        raise _Refused(f"cannot write {marker}: {err.strerror}") from err
+
+
+def _read_marker(marker, token, first_host):
+    try:
+        with open(marker) as f:
+            seen = f.read()
+    except OSError as err:
+        raise _Refused(f"does not see the file rank 0 on {first_host} wrote ({err.strerror}): "
+                       "not the same directory") from err
+    if seen != token:
+        raise _Refused(f"{marker} holds something else than what rank 0 wrote")
 
 
 def _shared(comm, marker, rank, hosts):
     """Plain files first: rank 0 writes a marker, every rank must read it back. On a directory
     that is not shared MPI_File_open can wait for ever (OMPIO's open, each node's own file):
     this names the nodes that do not see it, at once."""
-    token = f"{hosts[0]} {os.getpid()} {time.time_ns()}" if rank == 0 else None
-    token = comm.bcast(token)
-    error = ""
-    if rank == 0:
-        try:
-            with open(marker, "x") as f:
-                f.write(token)
-        except OSError as err:
-            error = f"cannot write {marker}: {err.strerror}"
-    comm.Barrier()
-    if rank != 0:
-        try:
-            with open(marker) as f:
-                if f.read() != token:
-                    error = f"{marker} holds something else than what rank 0 wrote"
-        except OSError as err:
-            error = (f"does not see the file rank 0 on {hosts[0]} wrote ({err.strerror}): "
-                     "not the same directory")
-    errors = comm.allgather(error)
-    comm.Barrier()
-    if rank == 0:
-        with contextlib.suppress(OSError):
-            os.unlink(marker)
-    if any(errors):
-        raise _Failed("; ".join(f"rank {r} on {hosts[r]}: {e}" for r, e in enumerate(errors) if e))
+    token = comm.bcast(f"{hosts[0]} {os.getpid()} {time.time_ns()}" if rank == 0 else None)
+    try:
+        _agreed(comm, hosts, lambda: _write_marker(marker, token) if rank == 0 else None)
+        _agreed(comm, hosts, lambda: None if rank == 0 else _read_marker(marker, token, hosts[0]))
+    finally:
+        # every rank has read it once the step above is agreed
+        if rank == 0:
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
 
 
 def main() -> int:
@@ -109,16 +119,16 @@ def main() -> int:
         step = "open for writing"
         # MODE_CREATE on every rank, not only rank 0's: on a directory that is
         # not shared every node then makes its own file, and the reads show it.
-        fh = _agreed(comm, lambda: MPI.File.Open(comm, name, MPI.MODE_CREATE | MPI.MODE_WRONLY))
+        fh = _agreed(comm, hosts, lambda: MPI.File.Open(comm, name, MPI.MODE_CREATE | MPI.MODE_WRONLY))
         step = "write"
-        _agreed(comm, lambda: fh.Write_at_all(rank * args.block, pattern(rank, host, args.block)))
+        _agreed(comm, hosts, lambda: fh.Write_at_all(rank * args.block, pattern(rank, host, args.block)))
         step = "close"
-        _agreed(comm, fh.Close)
+        _agreed(comm, hosts, fh.Close)
         step = "open for reading"
-        fh = _agreed(comm, lambda: MPI.File.Open(comm, name, MPI.MODE_RDONLY))
+        fh = _agreed(comm, hosts, lambda: MPI.File.Open(comm, name, MPI.MODE_RDONLY))
         got = bytearray(args.block)
         step = "read"
-        _agreed(comm, lambda: fh.Read_at_all(peer * args.block, got))
+        _agreed(comm, hosts, lambda: fh.Read_at_all(peer * args.block, got))
         fh.Close()
         want = pattern(peer, hosts[peer], args.block)
         result["ok"] = bytes(got) == want
