@@ -86,6 +86,7 @@ PLAY = """\
         artifacts_build_prefix: "{prefix}"
         artifacts_build_work_root: "{work}"
         artifacts_build_owner: "{{{{ owner }}}}"
+        artifacts_build_group: "{{{{ group }}}}"
         artifacts_build_keep: [envs]
       block:
         - name: Look for the build
@@ -163,17 +164,17 @@ def bed(tmp_path):
         os.chown(owned / "opt", pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
         nodes["owned"] = node("owned", base=owned)
 
-    def argv(flag: str, owner: str = "", on: str = "node", barrier: bool = False) -> list[str]:
+    def argv(flag: str, owner: str = "", on: str = "node", barrier: bool = False, group: str = "") -> list:
         return [
             str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(nodes[on]["play"]),
-            "-e", f"flag={flag}", "-e", f"owner={owner}", "-e", f"barrier={barrier}",
+            "-e", f"flag={flag}", "-e", f"owner={owner}", "-e", f"group={group}", "-e", f"barrier={barrier}",
             "-e", f"ansible_python_interpreter={sys.executable}",
         ]  # fmt: skip
 
-    def run(flag: str, owner: str = "", on: str = "node", **env_extra: str):
+    def run(flag: str, owner: str = "", on: str = "node", group: str = "", **env_extra: str):
         env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache), **env_extra)
         proc = subprocess.run(
-            argv(flag, owner, on), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+            argv(flag, owner, on, group=group), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
         )
         return parse(json.loads(proc.stdout))
 
@@ -291,13 +292,14 @@ def test_an_owned_build_is_unpacked_and_swapped_in_as_its_owner(bed):
     assert bed["program"]("owned") == "hello a\n"
     again = bed["run"]("a", owner="nobody", on="owned")
     assert again["report"]["installed"] is False and again["stats"]["changed"] == 0
-    # A rebuild keeps what the owner made in the kept directories, swapped as the owner too.
+    # A rebuild keeps what the owner made in the kept directories, swapped as the owner too;
+    # the group given by its id, as pyenv passes the user's (getent passwd's gid).
     nobody = pwd.getpwnam("nobody")
     (prefix / "envs").mkdir()
     (prefix / "envs" / "mine").write_text("x")
     for made in (prefix / "envs", prefix / "envs" / "mine"):
         os.chown(made, nobody.pw_uid, nobody.pw_gid)
-    res = bed["run"]("b", owner="nobody", on="owned")
+    res = bed["run"]("b", owner="nobody", on="owned", group=str(nobody.pw_gid))
     assert res["failures"] == [] and bed["program"]("owned") == "hello b\n"
     assert (prefix / "envs" / "mine").read_text() == "x"
 
