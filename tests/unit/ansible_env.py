@@ -48,6 +48,19 @@ def run_playbook(
     return proc, time.monotonic() - t0
 
 
+def task_results(stdout: str, task_name: str) -> list[dict]:
+    """Every host result of the tasks named ``task_name``, the role prefix aside, in a run's
+    json-callback output (``run_playbook(..., json_output=True)``)."""
+    doc = json.loads(stdout)
+    return [
+        result
+        for play in doc["plays"]
+        for task in play["tasks"]
+        if task["task"]["name"].split(" : ", 1)[-1] == task_name
+        for result in task["hosts"].values()
+    ]
+
+
 CASE_PLAY = """\
 - name: {title}
   hosts: localhost

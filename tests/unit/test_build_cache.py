@@ -164,7 +164,9 @@ def bed(tmp_path):
         os.chown(owned / "opt", pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
         nodes["owned"] = node("owned", base=owned)
 
-    def argv(flag: str, owner: str = "", on: str = "node", barrier: bool = False, group: str = "") -> list:
+    def argv(
+        flag: str, owner: str = "", on: str = "node", barrier: bool = False, group: str = ""
+    ) -> list[str]:
         return [
             str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(nodes[on]["play"]),
             "-e", f"flag={flag}", "-e", f"owner={owner}", "-e", f"group={group}", "-e", f"barrier={barrier}",

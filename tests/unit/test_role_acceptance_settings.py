@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_env import run_playbook, yaml_mappings
+from ansible_env import task_results as results
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCEPTANCE = {"verify": ROOT / "playbooks" / "verify.yml", "benchmark": ROOT / "playbooks" / "benchmark.yml"}
@@ -37,18 +38,6 @@ def role_options(role: str) -> set:
     names = {name for entry in spec["argument_specs"].values() for name in (entry.get("options") or {})}
     defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
     return names | set(defaults)
-
-
-def results(stdout: str, task_name: str) -> list[dict]:
-    """Every host result of the tasks named ``task_name``, the role prefix aside (json callback)."""
-    doc = json.loads(stdout)
-    return [
-        result
-        for play in doc["plays"]
-        for task in play["tasks"]
-        if task["task"]["name"].split(" : ", 1)[-1] == task_name
-        for result in task["hosts"].values()
-    ]
 
 
 @pytest.mark.parametrize("role", sorted(ACCEPTANCE))

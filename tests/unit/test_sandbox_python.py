@@ -6,11 +6,10 @@ The pyenv branch (a checkout at hand: the mirror staged, CPython built once) is 
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
-from ansible_env import ROOT, run_playbook
+from ansible_env import ROOT, run_playbook, task_results
 
 PLAY = """\
 - name: Choose the sandbox's Python
@@ -40,23 +39,12 @@ def _choose(tmp_path, monkeypatch, *extra):
     return proc, vars_file
 
 
-def _messages(proc) -> list[str]:
-    doc = json.loads(proc.stdout)
-    return [
-        str(result.get("msg"))
-        for play in doc["plays"]
-        for task in play["tasks"]
-        for result in task["hosts"].values()
-        if result.get("msg")
-    ]
-
-
 def test_no_checkout_falls_back_to_the_system_provider_saying_why(tmp_path, monkeypatch):
     proc, vars_file = _choose(tmp_path, monkeypatch, "-e", "sandbox_python=auto")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert not vars_file.exists(), "the stale mirror file would still switch the sandbox to pyenv"
-    said = [m for m in _messages(proc) if m.startswith("Python: ")]
-    assert len(said) == 1 and "FALLBACK to the system provider" in said[0], said
+    said = [r["msg"] for r in task_results(proc.stdout, "Say which Python the sandbox gets")]
+    assert len(said) == 1 and said[0].startswith("Python: FALLBACK to the system provider"), said
     assert str(tmp_path / "no-pyenv-here") in said[0], said
 
 
@@ -64,6 +52,7 @@ def test_no_checkout_falls_back_to_the_system_provider_saying_why(tmp_path, monk
 def test_a_bad_choice_is_refused_before_anything_changes(tmp_path, monkeypatch):
     proc, vars_file = _choose(tmp_path, monkeypatch, "-e", "sandbox_python=conda")
     assert proc.returncode != 0
-    said = [m for m in _messages(proc) if "sandbox_python must be auto" in m]
-    assert len(said) == 1 and said[0].endswith('not "conda"'), proc.stdout[-3000:]
+    said = [r["msg"] for r in task_results(proc.stdout, "Check the sandbox's Python choice")]
+    assert len(said) == 1 and said[0].startswith("sandbox_python must be auto"), proc.stdout[-3000:]
+    assert said[0].endswith('not "conda"'), said
     assert vars_file.exists(), "the refused run touched the inventory"
