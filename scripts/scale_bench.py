@@ -26,6 +26,11 @@ needed, and matplotlib for the PNG):
   trim    LOG
           the log with each result cut to what record reads (a fixture that
           parses exactly as the full log does)
+  profile LOG [--top K]
+          where a run's time went: each task slot costs from its start to the
+          next slot's start (the linear strategy runs one slot at a time), summed
+          by module (action), by role and by play, with the slowest slots and
+          the share of slots that ran on no node (skipped or controller-only)
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -99,12 +105,14 @@ def parse_log(lines) -> dict:
         start = _time(task["duration"]["start"])
         entry = current.get(task["id"])
         if entry is None or (kind in START_EVENTS and start > entry["start"]):
-            entry = {"name": task["name"], "play": play, "start": start, "end": start, "hosts": {}}
+            entry = {"name": task["name"], "play": play, "path": task.get("path", ""), "start": start,
+                     "end": start, "hosts": {}, "action": ""}
             current[task["id"]] = entry
             tasks.append(entry)
         if kind not in RESULT_EVENTS:
             continue
         for host, result in event.get("hosts", {}).items():
+            entry["action"] = entry["action"] or result.get("action", "")
             items = result.get("results") if isinstance(result.get("results"), list) else None
             entry["hosts"][host] = {
                 "status": RESULT_EVENTS[kind] if not result.get("skipped") else "skipped",
@@ -223,11 +231,11 @@ def trim(lines):
         if "play" in event:
             keep["play"] = {"name": event["play"]["name"]}
         if "task" in event:
-            keep["task"] = {k: event["task"][k] for k in ("name", "id", "duration")}
+            keep["task"] = {k: v for k, v in event["task"].items() if k in ("name", "id", "duration", "path")}
         if "hosts" in event:
             keep["hosts"] = {}
             for host, r in event["hosts"].items():
-                small = {k: r[k] for k in ("changed", "skipped", "failed") if k in r}
+                small = {k: r[k] for k in ("changed", "skipped", "failed", "action") if k in r}
                 if isinstance(r.get("results"), list):
                     small["results"] = [{"skipped": True} if isinstance(i, dict) and i.get("skipped") else {}
                                         for i in r["results"]]
@@ -235,6 +243,49 @@ def trim(lines):
         if "stats" in event:
             keep["stats"] = event["stats"]
         yield json.dumps(keep, sort_keys=True, separators=(",", ":"))
+
+
+def _role(task: dict) -> str:
+    """roles/<role>/tasks/x.yml:12 -> <role>; else the "<role> : " of its name, or the playbook's name."""
+    m = re.search(r"(?:^|/)roles/([^/]+)/", task.get("path", ""))
+    if m:
+        return m.group(1)
+    if " : " in task["name"]:
+        return task["name"].split(" : ", 1)[0]
+    return Path(task.get("path", "").split(":")[0]).name or "?"
+
+
+def profile(parsed: dict, top: int = 15) -> str:
+    """A run's time by module, role and play, and its slowest task slots (markdown)."""
+    tasks = sorted(parsed["tasks"], key=lambda t: t["start"])
+    if not tasks:
+        return "no task in the log\n"
+    slots = []
+    for t, nxt in zip(tasks, [*tasks[1:], None], strict=True):
+        seconds = (nxt["start"] if nxt else t["end"]) - t["start"]
+        ran = [h for h, r in t["hosts"].items()
+               if r["status"] in ("ok", "failed") and h not in CONTROLLER]
+        slots.append({**t, "seconds": max(seconds, 0.0), "ran": bool(ran)})
+    total = sum(s["seconds"] for s in slots)
+    idle = [s for s in slots if not s["ran"]]
+    out = [f"{len(slots)} task slots, {total:.1f} s from the first task's start to the last one's end; "
+           f"{len(idle)} slots ran on no node (skipped, or controller-only), "
+           f"{sum(s['seconds'] for s in idle):.1f} s of it.", ""]
+    for title, key in (("module", lambda s: s["action"] or "?"), ("role", _role),
+                       ("play", lambda s: s["play"])):
+        groups: dict[str, list] = {}
+        for s in slots:
+            groups.setdefault(key(s), []).append(s)
+        rows = sorted(groups.items(), key=lambda kv: -sum(s["seconds"] for s in kv[1]))[:top]
+        out += [f"| {title} | slots | seconds | per slot |", "|---|---|---|---|"]
+        for name, group in rows:
+            sec = sum(s["seconds"] for s in group)
+            out.append(f"| {name} | {len(group)} | {sec:.1f} | {sec / len(group):.2f} |")
+        out.append("")
+    out += ["| slowest slots | role | module | seconds |", "|---|---|---|---|"]
+    for s in sorted(slots, key=lambda s: -s["seconds"])[:top]:
+        out.append(f"| {s['name']} | {_role(s)} | {s['action']} | {s['seconds']:.2f} |")
+    return "\n".join(out).replace("|  |", "| |") + "\n"
 
 
 def _load() -> str:
@@ -288,6 +339,12 @@ def cmd_trim(a) -> int:
     return 0
 
 
+def cmd_profile(a) -> int:
+    with open(a.log, errors="replace") as f:
+        print(profile(parse_log(f), a.top), end="")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -307,6 +364,10 @@ def main(argv=None) -> int:
     t = sub.add_parser("trim")
     t.add_argument("log", type=Path)
     t.set_defaults(func=cmd_trim)
+    f = sub.add_parser("profile")
+    f.add_argument("log", type=Path)
+    f.add_argument("--top", type=int, default=15)
+    f.set_defaults(func=cmd_profile)
     a = p.parse_args(argv)
     return a.func(a)
 

@@ -161,3 +161,20 @@ def test_the_script_refuses_bad_input_before_creating_anything(tmp_path, args):
     assert p.returncode == 2, p.stderr
     assert "nothing was created" in p.stderr
     assert not list(tmp_path.glob("ran-*"))
+
+
+def test_profile_accounts_for_the_whole_run_by_role_and_play():
+    """`scale_bench.py profile`: every task slot is counted once, so each grouping sums to the
+    run's span, and the slowest slot of the no-op run is named with its role."""
+    parsed = sb.parse_log(lines("noop"))
+    tasks = sorted(parsed["tasks"], key=lambda t: t["start"])
+    span = max(t["end"] for t in tasks) - tasks[0]["start"]
+    text = sb.profile(parsed, top=100)
+    assert f"{len(tasks)} task slots, {span:.1f} s" in text
+    for title in ("module", "role", "play"):
+        table = text.split(f"| {title} | slots | seconds | per slot |")[1].split("\n\n")[0]
+        rows = [r.split("|") for r in table.splitlines()[2:]]
+        assert sum(int(r[2]) for r in rows) == len(tasks)
+        assert abs(sum(float(r[3]) for r in rows) - span) < 0.05 * len(rows) + 0.1
+    slowest = text.split("| slowest slots | role | module | seconds |")[1].splitlines()[2]
+    assert slowest.startswith("| chainer : Run the ChainerMN smoke test on 2 ranks (naive) | chainer |")
