@@ -182,8 +182,10 @@ def shared_fs_problems(host: str, dirs, home, options, server="", nodes=None) ->
     (one of ``nodes``, the inventory's mnc_nodes, when given; empty: the first): what is
     wrong, named.
 
-    The MPI user's home cannot be shared yet: the roles write it on every node (pyenv, the
-    virtualenv, the SSH key pair, the work directory), which a shared home would race."""
+    The MPI user's home cannot be one of them: shared_fs mounts in the network stage, after the
+    base and python stages wrote the home (pyenv, the virtualenv), so the mount would hide what
+    they wrote. A home the site already shares (mounted before mncluster runs) is supported:
+    common finds the nodes that share it and one of them writes it."""
     out = []
 
     def bad(var, why):
@@ -204,9 +206,12 @@ def shared_fs_problems(host: str, dirs, home, options, server="", nodes=None) ->
             bad("mnc_shared_dirs", f"{d!r} is the node's own system directory; share a directory of its own "
                                    "(e.g. /scratch or /data)")
         elif _nested(norm, home) or _nested(home, norm):
-            bad("mnc_shared_dirs", f"{d!r} holds or is inside the MPI user's home {home}: a shared home is "
-                                   "not supported yet (every node writes its own pyenv, virtualenv, key pair "
-                                   "and work directory there); share a scratch or data directory instead")
+            bad("mnc_shared_dirs", f"{d!r} holds or is inside the MPI user's home {home}: "
+                                   "shared_fs cannot serve the home (it mounts after the base and python "
+                                   "stages wrote pyenv and the virtualenv there, and would hide them). "
+                                   "Mount a shared home before mncluster runs, as HPC sites do (supported: "
+                                   "one node per shared home writes it), or share a scratch or data "
+                                   "directory")
         elif any(_nested(norm, s) or _nested(s, norm) for s in seen):
             bad("mnc_shared_dirs", f"{d!r} overlaps another shared directory ({', '.join(seen)})")
         else:

@@ -88,6 +88,7 @@ PLAY = """\
         artifacts_build_owner: "{{{{ owner }}}}"
         artifacts_build_group: "{{{{ group }}}}"
         artifacts_build_keep: [envs]
+        artifacts_build_install_here: "{{{{ install_here | default(true) }}}}"
       block:
         - name: Look for the build
           ansible.builtin.include_role:
@@ -165,18 +166,21 @@ def bed(tmp_path):
         nodes["owned"] = node("owned", base=owned)
 
     def argv(
-        flag: str, owner: str = "", on: str = "node", barrier: bool = False, group: str = ""
+        flag: str, owner: str = "", on: str = "node", barrier: bool = False, group: str = "",
+        install_here: bool = True,
     ) -> list[str]:
         return [
             str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(nodes[on]["play"]),
             "-e", f"flag={flag}", "-e", f"owner={owner}", "-e", f"group={group}", "-e", f"barrier={barrier}",
-            "-e", f"ansible_python_interpreter={sys.executable}",
+            "-e", f"install_here={install_here}", "-e", f"ansible_python_interpreter={sys.executable}",
         ]  # fmt: skip
 
-    def run(flag: str, owner: str = "", on: str = "node", group: str = "", **env_extra: str):
+    def run(flag: str, owner: str = "", on: str = "node", group: str = "", install_here: bool = True,
+            **env_extra: str):
         env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache), **env_extra)
         proc = subprocess.run(
-            argv(flag, owner, on, group=group), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+            argv(flag, owner, on, group=group, install_here=install_here),
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
         )
         return parse(json.loads(proc.stdout))
 
@@ -253,6 +257,18 @@ def test_new_node_gets_the_cached_build_without_building(bed):
     assert res["report"]["built"] is False and res["report"]["installed"] is True
     assert bed["builds"]() == 1
     assert bed["program"]() == "hello a\n"
+
+
+def test_a_node_that_shares_the_prefix_of_another_never_installs_it(bed):
+    """A shared home's non-writer (pyenv passes mnc_home_writer): the build is cached and another
+    node installs it into the prefix both see; this node neither swaps it in nor changes anything."""
+    bed["run"]("a", on="other")
+    assert bed["builds"]() == 1
+    res = bed["run"]("a", install_here=False)
+    assert res["report"]["built"] is False and res["report"]["installed"] is False, res
+    assert res["stats"]["changed"] == 0
+    assert not bed["prefix"].exists()
+    assert any("up to date on every node" in m for m in res["messages"]), res["messages"]
 
 
 @pytest.mark.battery("tamper: a corrupted cached build archive is rebuilt, not shipped", bound_s=900)

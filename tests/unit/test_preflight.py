@@ -189,8 +189,8 @@ CASES = [
      "benchmark_launcher", "n1"),
     ("benchmark through Slurm without Slurm", {"n1": {}}, {"benchmark_launcher": "slurm"},
      "benchmark_launcher", "n1"),
-    ("the MPI user's home as a shared directory (not supported)", {"n1": {}}, {"mnc_shared_dirs": ["/home"]},
-     "mnc_shared_dirs", "n1"),
+    ("the MPI user's home as a shared directory (shared_fs mounts after it is written)", {"n1": {}},
+     {"mnc_shared_dirs": ["/home"]}, "mnc_shared_dirs", "n1"),
     ("a shared directories' server that is not in the inventory", {"n1": {}},
      {"mnc_shared_dirs": ["/scratch"], "shared_fs_server": "nfs01"}, "shared_fs_server", "n1"),
 ]

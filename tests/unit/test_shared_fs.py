@@ -105,8 +105,8 @@ def test_the_mpiio_row_is_in_the_table_only_where_something_is_shared():
     [
         (["/scratch"], mnc_preflight.SHARED_FS_DEFAULT_OPTIONS, None),
         (["/scratch", "/data/sets"], "ro,async,no_subtree_check,fsid=1", None),
-        (["/home"], "rw", "a shared home is not supported yet"),
-        (["/home/mpiuser/data"], "rw", "a shared home is not supported yet"),
+        (["/home"], "rw", "shared_fs cannot serve the home"),
+        (["/home/mpiuser/data"], "rw", "shared_fs cannot serve the home"),
         (["/"], "rw", "the node's own system directory"),
         (["/etc"], "rw", "the node's own system directory"),
         (["scratch"], "rw", "not an absolute directory"),
