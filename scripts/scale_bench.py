@@ -126,6 +126,11 @@ def parse_log(lines) -> dict:
     return {"tasks": tasks, "stats": stats}
 
 
+def _ran_on_node(host: str, result: dict) -> bool:
+    """The task ran (not skipped) on a node, not on the controller."""
+    return result["status"] in ("ok", "failed") and host not in CONTROLLER
+
+
 def summarize(parsed: dict) -> dict:
     """Counts per node, the slowest tasks, what changed or failed."""
     per_node: dict[str, int] = {}
@@ -133,7 +138,7 @@ def summarize(parsed: dict) -> dict:
     changed_tasks: list[str] = []
     for t in parsed["tasks"]:
         for host, r in t["hosts"].items():
-            if r["status"] in ("ok", "failed") and host not in CONTROLLER:
+            if _ran_on_node(host, r):
                 per_node[host] = per_node.get(host, 0) + 1
                 ran = r["items"] if r["items"] is not None else 1
                 items_per_node[host] = items_per_node.get(host, 0) + ran
@@ -263,9 +268,8 @@ def profile(parsed: dict, top: int = 15) -> str:
     slots = []
     for t, nxt in zip(tasks, [*tasks[1:], None], strict=True):
         seconds = (nxt["start"] if nxt else t["end"]) - t["start"]
-        ran = [h for h, r in t["hosts"].items()
-               if r["status"] in ("ok", "failed") and h not in CONTROLLER]
-        slots.append({**t, "seconds": max(seconds, 0.0), "ran": bool(ran)})
+        ran = any(_ran_on_node(h, r) for h, r in t["hosts"].items())
+        slots.append({**t, "seconds": max(seconds, 0.0), "ran": ran})
     total = sum(s["seconds"] for s in slots)
     idle = [s for s in slots if not s["ran"]]
     out = [f"{len(slots)} task slots, {total:.1f} s from the first task's start to the last one's end; "
@@ -285,7 +289,7 @@ def profile(parsed: dict, top: int = 15) -> str:
     out += ["| slowest slots | role | module | seconds |", "|---|---|---|---|"]
     for s in sorted(slots, key=lambda s: -s["seconds"])[:top]:
         out.append(f"| {s['name']} | {_role(s)} | {s['action']} | {s['seconds']:.2f} |")
-    return "\n".join(out).replace("|  |", "| |") + "\n"
+    return "\n".join(out) + "\n"
 
 
 def _load() -> str:
