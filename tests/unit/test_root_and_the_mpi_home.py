@@ -41,7 +41,7 @@ WRITERS = {
     "openssh_keypair", "authorized_key", "known_hosts", "tempfile", "ini_file",
 }  # fmt: skip
 WRITE_ARGS = ("path", "dest")
-RUNNERS = {"command", "shell", "script", "raw"}
+RUNNERS = {"command", "shell", "script", "raw", "mnc_look"}
 
 # (role/tasks/file.yml, task name): why root may do it.
 ALLOWED = {
@@ -164,6 +164,7 @@ LINT_CASES = {
         {"name": "t", "ansible.builtin.command": {"argv": ["{{ chainer_python }}"]}},
         True,
     ),
+    "venv-python-look-as-root": ({"name": "t", "mnc_look": {"argv": ["{{ chainer_python }}", "-V"]}}, True),
     "inherited-user": (
         {
             "name": "t",

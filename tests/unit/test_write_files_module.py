@@ -21,6 +21,9 @@ def test_files_written_once_and_a_second_run_changes_nothing(tmp_path):
     assert oct((tmp_path / "etc/lmod/openmpi").stat().st_mode & 0o7777) == "0o755"
     second = run_module("mnc_write_files", {"files": files})
     assert second["changed"] is False and second["changed_files"] == [], second
+    # The action plugin's shell look found both files as wanted: no Python module ran
+    # (a module's result carries its invocation).
+    assert "invocation" in first and "invocation" not in second, second
 
 
 def test_only_the_file_that_differs_is_replaced(tmp_path):

@@ -1,0 +1,40 @@
+"""Run a shell script on a node through an action plugin's connection, without a Python module.
+
+Controller-side (action_plugins/mnc_look.py, action_plugins/mnc_write_files.py). A Python module
+costs a node about 0.13 CPU-seconds per run (Python starts and compiles ansible.module_utils from
+the AnsiballZ zip) before it does anything; a shell reading a few lines costs a few milliseconds.
+The script goes on the connection's stdin, as pipelining sends a module to Python, with the
+task's become and environment.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+# As a Python module does (AnsibleModule): stay where the login put us when this user may,
+# else go home (a become_user cannot enter root's home).
+_REACHABLE_CWD = '{ [ -r . ] && [ -x . ]; } 2>/dev/null || cd "${HOME:-/}" 2>/dev/null || cd /\n'
+
+
+def build_script(cmd: str, chdir: str | None = None) -> str:
+    """The script the node's shell reads: ``cmd`` in a brace group whose stdin is /dev/null.
+
+    The shell reads its script from stdin; a command in it that reads stdin (mpiexec, ssh)
+    would swallow the rest of the script. The shell parses the whole brace group before it runs
+    any of it, and the group's own stdin is /dev/null.
+    """
+    prologue = f"cd {shlex.quote(str(chdir))} || exit 1\n" if chdir else _REACHABLE_CWD
+    return "{\n" + prologue + cmd.rstrip("\n") + "\n} </dev/null\n"
+
+
+def run_script(action, script: str, executable: str = "/bin/sh") -> dict:
+    """rc, stdout, stderr (no trailing newline, as ansible.builtin.command gives them) and their
+    _lines of ``script`` run by ``executable`` on the action's node, with its become and the
+    task's environment keyword."""
+    env = action._compute_environment_string()
+    out = action._low_level_execute_command(
+        f"{env} {shlex.quote(executable)} -s".strip(), in_data=script.encode(), sudoable=True
+    )
+    out["stdout"] = out["stdout"].rstrip("\r\n")
+    out["stderr"] = out["stderr"].rstrip("\r\n")
+    return out
