@@ -38,3 +38,39 @@ def run_script(action, script: str, executable: str = "/bin/sh") -> dict:
     out["stdout"] = out["stdout"].rstrip("\r\n")
     out["stderr"] = out["stderr"].rstrip("\r\n")
     return out
+
+
+def path_word(path: str) -> str | None:
+    """``path`` as a shell word, a leading ``~user`` left for the shell to expand (as the task's
+    user, as the file module would); None for what a look should not guess at."""
+    if path.startswith("~"):
+        user, _, rest = path[1:].partition("/")
+        if not all(c.isalnum() or c in "._-" for c in user):
+            return None
+        return "~" + user + (shlex.quote("/" + rest) if rest or path.endswith("/") else "")
+    return shlex.quote(path) if path.startswith("/") else None
+
+
+# What is at "$p", without following a link at it: "absent", "link <target>", or
+# "<directory|file> <mode> <owner> <group> <uid> <gid>".
+STAT_LINE = """if [ -L "$p" ]; then printf 'link %s\\n' "$(readlink -- "$p")"
+elif [ -d "$p" ]; then stat -c 'directory %a %U %G %u %g' -- "$p"
+elif [ -e "$p" ]; then stat -c 'file %a %U %G %u %g' -- "$p"
+else echo absent
+fi"""
+
+
+def attributes_match(line: str, mode, owner, group) -> bool | None:
+    """Whether a STAT_LINE of a directory or file has the wanted mode (an octal string), owner and
+    group (names or ids; None: any); None when a wanted value is one a look cannot compare."""
+    parts = line.split()
+    if len(parts) != 6 or parts[0] not in ("directory", "file"):
+        return False
+    if mode is not None:
+        if not isinstance(mode, str) or not mode.isdigit() or not set(mode) <= set("01234567"):
+            return None
+        if int(mode, 8) != int(parts[1], 8):
+            return False
+    if owner is not None and str(owner) not in (parts[2], parts[4]):
+        return False
+    return group is None or str(group) in (parts[3], parts[5])

@@ -38,7 +38,7 @@ USER_PROGRAM = re.compile(
 # Modules that write, create or chown what their path names.
 WRITERS = {
     "file", "copy", "template", "blockinfile", "lineinfile", "replace", "unarchive", "get_url",
-    "openssh_keypair", "authorized_key", "known_hosts", "tempfile", "ini_file",
+    "openssh_keypair", "authorized_key", "known_hosts", "tempfile", "ini_file", "mnc_file", "mnc_blockinfile",
 }  # fmt: skip
 WRITE_ARGS = ("path", "dest")
 RUNNERS = {"command", "shell", "script", "raw", "mnc_look"}
@@ -159,9 +159,14 @@ BASHRC = {"path": "{{ mnc_mpi_home }}/.bashrc", "block": "x"}
 AS_USER = {"become": True, "become_user": "{{ mnc_mpi_user }}"}
 LINT_CASES = {
     "bashrc-as-root": ({"name": "t", "ansible.builtin.blockinfile": BASHRC}, True),
+    "bashrc-front-as-root": ({"name": "t", "mnc_blockinfile": BASHRC}, True),
     "bashrc-as-user": ({"name": "t", "ansible.builtin.blockinfile": BASHRC, **AS_USER}, False),
     "venv-python-as-root": (
         {"name": "t", "ansible.builtin.command": {"argv": ["{{ chainer_python }}"]}},
+        True,
+    ),
+    "dir-under-home-as-root": (
+        {"name": "t", "mnc_file": {"path": "{{ mnc_mpi_home }}/x", "state": "directory"}},
         True,
     ),
     "venv-python-look-as-root": ({"name": "t", "mnc_look": {"argv": ["{{ chainer_python }}", "-V"]}}, True),

@@ -1,0 +1,148 @@
+"""Action plugin: ansible.builtin.blockinfile with a shell look first (documented in
+library/mnc_blockinfile.py).
+
+A re-run usually finds every managed block in place. The blockinfile module would tell, but it
+costs a Python start on the node; this plugin reads the file through the node's shell (as the
+task's user; a link at the path is not read) and works out, with blockinfile's own rules, what
+the module would write. Only where that differs from the file, or the mode, owner or group
+differ, or the look cannot tell, does ansible.builtin.blockinfile run with the task's arguments.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import sys
+from pathlib import Path
+
+from ansible.plugins.action import ActionBase
+
+# Controller-side plugins cannot import a project's module_utils through
+# ansible.module_utils (that namespace is assembled for modules only).
+_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _MODULE_UTILS)
+
+import mnc_shell
+
+# Arguments that only matter when the module writes (backup, validate, unsafe_writes, create) or
+# that the rules below follow; any other sends the task straight to the module.
+_LOOKED_AT = frozenset((
+    "path", "dest", "destfile", "name", "block", "content", "marker", "marker_begin", "marker_end",
+    "state", "insertafter", "insertbefore", "create", "backup", "validate", "unsafe_writes",
+    "owner", "group", "mode", "prepend_newline", "append_newline",
+))  # fmt: skip
+
+
+_LOOK = mnc_shell.STAT_LINE + """
+if [ -f "$p" ] && [ ! -L "$p" ]; then base64 -w0 < "$p"; fi"""
+
+
+def _flag(value) -> bool:
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
+def blockinfile_text(original: bytes, args: dict) -> bytes:
+    """What ansible.builtin.blockinfile (ansible-core 2.18) makes of an existing file's bytes."""
+    lines = original.splitlines(True)
+    nl = os.linesep.encode()
+    block = str(args.get("block", args.get("content")) or "").encode()
+    marker = str(args.get("marker") or "# {mark} ANSIBLE MANAGED BLOCK").encode()
+    present = (args.get("state") or "present") == "present"
+    insertbefore, insertafter = args.get("insertbefore"), args.get("insertafter")
+    if insertbefore is None and insertafter is None:
+        insertafter = "EOF"
+    if insertafter not in (None, "EOF"):
+        insertre = re.compile(str(insertafter).encode())
+    elif insertbefore not in (None, "BOF"):
+        insertre = re.compile(str(insertbefore).encode())
+    else:
+        insertre = None
+    marker0 = re.sub(rb"{mark}", str(args.get("marker_begin") or "BEGIN").encode(), marker) + nl
+    marker1 = re.sub(rb"{mark}", str(args.get("marker_end") or "END").encode(), marker) + nl
+    blocklines = []
+    if present and block:
+        if not block.endswith(nl):
+            block += nl
+        blocklines = [marker0, *block.splitlines(True), marker1]
+    n0 = n1 = None
+    for i, line in enumerate(lines):
+        if line == marker0:
+            n0 = i
+        if line == marker1:
+            n1 = i
+    if None in (n0, n1):
+        n0 = None
+        if insertre is not None:
+            if insertre.flags & re.MULTILINE:
+                match = insertre.search(original)
+                if match:
+                    text = original.decode("utf-8", "surrogateescape")
+                    n0 = text.count("\n", 0, match.end() if insertafter else match.start())
+            else:
+                for i, line in enumerate(lines):
+                    if insertre.search(line):
+                        n0 = i
+            if n0 is None:
+                n0 = len(lines)
+            elif insertafter is not None:
+                n0 += 1
+        elif insertbefore is not None:
+            n0 = 0
+        else:
+            n0 = len(lines)
+    elif n0 < n1:
+        lines[n0 : n1 + 1] = []
+    else:
+        lines[n1 : n0 + 1] = []
+        n0 = n1
+    if n0 > 0 and not lines[n0 - 1].endswith(nl):
+        lines[n0 - 1] += nl
+    if _flag(args.get("prepend_newline")) and present and n0 != 0 and lines[n0 - 1] != nl:
+        lines[n0:n0] = [nl]
+        n0 += 1
+    lines[n0:n0] = blocklines
+    after = n0 + len(blocklines)
+    if _flag(args.get("append_newline")) and present and after < len(lines) and lines[after] != nl:
+        lines[after:after] = [nl]
+    return b"".join(lines)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def _unchanged(self, args: dict, path) -> bool:
+        word = mnc_shell.path_word(path) if isinstance(path, str) and set(args) <= _LOOKED_AT else None
+        if word is None:
+            return False
+        look = mnc_shell.run_script(self, mnc_shell.build_script(f"p={word}\n{_LOOK}", "/"))
+        # The stat line, then the file's bytes in base64 (no second line: an empty file).
+        lines = look["stdout"].split("\n")
+        if look["rc"] != 0 or not lines:
+            return False
+        if lines[0] == "absent":
+            # blockinfile leaves a missing file alone when the block is to be absent.
+            return (args.get("state") or "present") == "absent"
+        if len(lines) not in (1, 2) or mnc_shell.attributes_match(
+            lines[0], args.get("mode"), args.get("owner"), args.get("group")
+        ) is not True or not lines[0].startswith("file "):
+            return False
+        try:
+            original = base64.b64decode(lines[1] if len(lines) == 2 else "", validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        return blockinfile_text(original, args) == original
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        args = self._task.args
+        path = args.get("path") or args.get("dest") or args.get("destfile") or args.get("name")
+        if self._unchanged(args, path):
+            result.update(changed=False, msg="")
+            return result
+        done = self._execute_module("ansible.legacy.blockinfile", module_args=dict(args), task_vars=task_vars)
+        result.update(done)
+        return result
