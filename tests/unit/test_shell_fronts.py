@@ -1,0 +1,34 @@
+"""mnc_getent, mnc_slurp (action_plugins/): the module's result, without the module where the
+node's shell can answer. Real `ansible` on localhost; the builtin module is the reference, and
+a module's result carries its invocation where the front's does not."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from ansible_env import run_module
+
+
+@pytest.mark.parametrize("args", [{"database": "passwd", "key": "root"}, {"database": "group"}])
+def test_getent_gives_the_module_s_fact(args):
+    front = run_module("mnc_getent", args)
+    truth = run_module("ansible.builtin.getent", args)
+    assert "invocation" not in front, front
+    assert front["ansible_facts"] == truth["ansible_facts"], (front, truth)
+
+
+def test_getent_of_a_missing_key_fails_as_the_module_does():
+    front = run_module("mnc_getent", {"database": "passwd", "key": "no-such-user-mnc"})
+    assert front.get("failed") is True and "could not be found" in front["msg"], front
+
+
+def test_slurp_gives_the_module_s_content(tmp_path):
+    f = tmp_path / "key.pub"
+    f.write_bytes(b"ssh-ed25519 AAAA host\n\x00\xff")
+    front = run_module("mnc_slurp", {"src": str(f)})
+    assert "invocation" not in front, front
+    assert base64.b64decode(front["content"]) == f.read_bytes()
+    assert front["content"] == run_module("ansible.builtin.slurp", {"src": str(f)})["content"]
+    missing = run_module("mnc_slurp", {"src": str(tmp_path / "nope")})
+    assert missing.get("failed") is True and "not found" in missing["msg"], missing
