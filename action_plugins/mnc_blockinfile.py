@@ -17,8 +17,6 @@ import re
 import sys
 from pathlib import Path
 
-from ansible.plugins.action import ActionBase
-
 # Controller-side plugins cannot import a project's module_utils through
 # ansible.module_utils (that namespace is assembled for modules only).
 _MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
@@ -110,39 +108,27 @@ def blockinfile_text(original: bytes, args: dict) -> bytes:
     return b"".join(lines)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(mnc_shell.ShellFront):
+    MODULE = "ansible.legacy.blockinfile"
 
-    def _unchanged(self, args: dict, path) -> bool:
+    def look(self, args):
+        path = args.get("path") or args.get("dest") or args.get("destfile") or args.get("name")
         word = mnc_shell.path_word(path) if isinstance(path, str) and set(args) <= _LOOKED_AT else None
         if word is None:
-            return False
-        look = mnc_shell.run_script(self, mnc_shell.build_script(f"p={word}\n{_LOOK}", "/"))
+            return None
+        look = self.shell(f"p={word}\n{_LOOK}")
         # The stat line, then the file's bytes in base64 (no second line: an empty file).
         lines = look["stdout"].split("\n")
-        if look["rc"] != 0 or not lines:
-            return False
+        if look["rc"] != 0:
+            return None
         if lines[0] == "absent":
             # blockinfile leaves a missing file alone when the block is to be absent.
-            return (args.get("state") or "present") == "absent"
-        if len(lines) not in (1, 2) or mnc_shell.attributes_match(
-            lines[0], args.get("mode"), args.get("owner"), args.get("group")
-        ) is not True or not lines[0].startswith("file "):
-            return False
+            return {"msg": ""} if (args.get("state") or "present") == "absent" else None
+        wanted = mnc_shell.attributes_match(lines[0], args.get("mode"), args.get("owner"), args.get("group"))
+        if len(lines) not in (1, 2) or not lines[0].startswith("file ") or wanted is not True:
+            return None
         try:
             original = base64.b64decode(lines[1] if len(lines) == 2 else "", validate=True)
         except (binascii.Error, ValueError):
-            return False
-        return blockinfile_text(original, args) == original
-
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        args = self._task.args
-        path = args.get("path") or args.get("dest") or args.get("destfile") or args.get("name")
-        if self._unchanged(args, path):
-            result.update(changed=False, msg="")
-            return result
-        done = self._execute_module("ansible.legacy.blockinfile", module_args=dict(args), task_vars=task_vars)
-        result.update(done)
-        return result
+            return None
+        return {"msg": ""} if blockinfile_text(original, args) == original else None

@@ -12,8 +12,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ansible.plugins.action import ActionBase
-
 # Controller-side plugins cannot import a project's module_utils through
 # ansible.module_utils (that namespace is assembled for modules only).
 _MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
@@ -40,21 +38,15 @@ def as_wanted(args: dict, line: str) -> bool:
     return line.split(" ", 1)[0] in kinds and mnc_shell.attributes_match(line, mode, owner, group) is True
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(mnc_shell.ShellFront):
+    MODULE = "ansible.legacy.file"
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        args = self._task.args
+    def look(self, args):
         path = args.get("path") or args.get("dest") or args.get("name")
         word = mnc_shell.path_word(path) if isinstance(path, str) and set(args) <= _LOOKED_AT else None
-        if word is not None:
-            script = f"p={word}\n{mnc_shell.STAT_LINE}"
-            look = mnc_shell.run_script(self, mnc_shell.build_script(script, "/"))
-            if look["rc"] == 0 and as_wanted(args, look["stdout"]):
-                result.update(changed=False, path=path, state=args.get("state") or look["stdout"].split()[0])
-                return result
-        done = self._execute_module("ansible.legacy.file", module_args=dict(args), task_vars=task_vars)
-        result.update(done)
-        return result
+        if word is None:
+            return None
+        look = self.shell(f"p={word}\n{mnc_shell.STAT_LINE}")
+        if look["rc"] != 0 or not as_wanted(args, look["stdout"]):
+            return None
+        return {"path": path, "state": args.get("state") or look["stdout"].split()[0]}

@@ -7,8 +7,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from ansible.plugins.action import ActionBase
-
 # Controller-side plugins cannot import a project's module_utils through
 # ansible.module_utils (that namespace is assembled for modules only).
 _MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
@@ -37,20 +35,13 @@ def records(database: str, out: str) -> dict:
     return {f"getent_{database}": found}
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(mnc_shell.ShellFront):
+    MODULE = "ansible.legacy.getent"
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        args = self._task.args
-        if set(args) <= _LOOKED_AT and args.get("database") in ("passwd", "group"):
-            words = ["getent", args["database"]] + ([str(args["key"])] if args.get("key") else [])
-            look = mnc_shell.run_script(self, mnc_shell.build_script(shlex.join(words), "/"))
-            # 0: found. Anything else (2: no such key) goes to the module, which says so.
-            if look["rc"] == 0:
-                result.update(changed=False, ansible_facts=records(args["database"], look["stdout"]))
-                return result
-        done = self._execute_module("ansible.legacy.getent", module_args=dict(args), task_vars=task_vars)
-        result.update(done)
-        return result
+    def look(self, args):
+        if not set(args) <= _LOOKED_AT or args.get("database") not in ("passwd", "group"):
+            return None
+        words = ["getent", args["database"]] + ([str(args["key"])] if args.get("key") else [])
+        look = self.shell(shlex.join(words))
+        # 0: found. Anything else (2: no such key) goes to the module, which says so.
+        return {"ansible_facts": records(args["database"], look["stdout"])} if look["rc"] == 0 else None

@@ -14,8 +14,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from ansible.plugins.action import ActionBase
-
 # Controller-side plugins cannot import a project's module_utils through
 # ansible.module_utils (that namespace is assembled for modules only).
 _MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
@@ -66,18 +64,12 @@ def all_match(plan, lines: list[str]) -> bool:
     return True
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(mnc_shell.ShellFront):
+    MODULE = "mnc_write_files"
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        plan = wanted(self._task.args.get("files"))
-        if plan:
-            paths = " ".join(shlex.quote(dest) for dest, _, _ in plan)
-            look = mnc_shell.run_script(self, mnc_shell.build_script(_LOOK.format(paths=paths), "/"))
-            if look["rc"] == 0 and all_match(plan, look["stdout_lines"]):
-                result.update(changed=False, changed_files=[])
-                return result
-        result.update(self._execute_module(module_name="mnc_write_files", task_vars=task_vars))
-        return result
+    def look(self, args):
+        plan = wanted(args.get("files"))
+        if not plan:
+            return None
+        look = self.shell(_LOOK.format(paths=" ".join(shlex.quote(dest) for dest, _, _ in plan)))
+        return {"changed_files": []} if look["rc"] == 0 and all_match(plan, look["stdout_lines"]) else None

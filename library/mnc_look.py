@@ -14,8 +14,9 @@ description:
     stdin, as pipelining sends a module to Python. On a node that costs a shell instead of a
     Python interpreter compiling C(ansible.module_utils) (about 0.13 CPU-seconds per node and
     run), which is most of what a re-run that changes nothing spends.
-  - For looks and checks only, that is commands that change nothing. It always reports
-    C(changed=false) and runs in check mode as well.
+  - For looks and checks, that is commands that change nothing. It reports C(changed=false)
+    and runs in check mode as well. A look that may repair something (finish an interrupted
+    swap) says when it did with C(changed_when), and keeps its check run read-only itself.
   - A non-zero exit fails the task (C(failed_when) decides otherwise, as for any module).
   - Honours C(become), C(become_user) and the C(environment) keyword.
   - The script's stdin is C(/dev/null), so a command in it that reads stdin (mpiexec, ssh)

@@ -1,6 +1,7 @@
 """Run a shell script on a node through an action plugin's connection, without a Python module.
 
-Controller-side (action_plugins/mnc_look.py, action_plugins/mnc_write_files.py). A Python module
+Controller-side (action_plugins/): mnc_look, and the fronts of file, blockinfile, getent, slurp,
+service and mnc_write_files (ShellFront below). A Python module
 costs a node about 0.13 CPU-seconds per run (Python starts and compiles ansible.module_utils from
 the AnsiballZ zip) before it does anything; a shell reading a few lines costs a few milliseconds.
 The script goes on the connection's stdin, as pipelining sends a module to Python, with the
@@ -10,6 +11,8 @@ task's become and environment.
 from __future__ import annotations
 
 import shlex
+
+from ansible.plugins.action import ActionBase
 
 # As a Python module does (AnsibleModule): stay where the login put us when this user may,
 # else go home (a become_user cannot enter root's home).
@@ -74,3 +77,30 @@ def attributes_match(line: str, mode, owner, group) -> bool | None:
     if owner is not None and str(owner) not in (parts[2], parts[4]):
         return False
     return group is None or str(group) in (parts[3], parts[5])
+
+
+class ShellFront(ActionBase):
+    """An action in front of a module (MODULE): ``look`` asks the node's shell whether the task
+    has anything to do and returns the module's result where it has not; None (something
+    differs, or the look cannot tell) runs MODULE with the task's arguments."""
+
+    TRANSFERS_FILES = False
+    MODULE = ""
+
+    def look(self, args: dict) -> dict | None:
+        raise NotImplementedError
+
+    def shell(self, script: str, executable: str = "/bin/sh") -> dict:
+        """``script`` run on the node from /, as the task's user (run_script)."""
+        return run_script(self, build_script(script, "/"), executable)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        answer = self.look(dict(self._task.args))
+        if answer is not None:
+            result.update(answer, changed=False)
+            return result
+        args = dict(self._task.args)
+        result.update(self._execute_module(self.MODULE, module_args=args, task_vars=task_vars))
+        return result
