@@ -1,7 +1,7 @@
 """Run a shell script on a node through an action plugin's connection, without a Python module.
 
-Controller-side (action_plugins/): mnc_look, and the fronts of file, blockinfile, getent, slurp,
-service and mnc_write_files (ShellFront below). A Python module
+Controller-side (action_plugins/): mnc_look, and the fronts of file, blockinfile, stat, getent,
+slurp, service and mnc_write_files (ShellFront below). A Python module
 costs a node about 0.13 CPU-seconds per run (Python starts and compiles ansible.module_utils from
 the AnsiballZ zip) before it does anything; a shell reading a few lines costs a few milliseconds.
 The script goes on the connection's stdin, as pipelining sends a module to Python, with the

@@ -32,3 +32,28 @@ def test_slurp_gives_the_module_s_content(tmp_path):
     assert front["content"] == run_module("ansible.builtin.slurp", {"src": str(f)})["content"]
     missing = run_module("mnc_slurp", {"src": str(tmp_path / "nope")})
     assert missing.get("failed") is True and "not found" in missing["msg"], missing
+
+
+STAT_KEYS = ("exists", "path", "mode", "isdir", "isreg", "islnk", "uid", "gid", "pw_name", "gr_name", "size")
+
+
+@pytest.mark.parametrize("kind", ["file", "empty", "dir", "link", "missing"])
+@pytest.mark.parametrize("algorithm", ["sha1", "sha256"])
+def test_stat_gives_the_module_s_keys(tmp_path, kind, algorithm):
+    p = tmp_path / "p"
+    if kind == "file":
+        p.write_text("munge\n")
+        p.chmod(0o400)
+    elif kind == "empty":
+        p.write_text("")
+    elif kind == "dir":
+        p.mkdir()
+    elif kind == "link":
+        (tmp_path / "t").write_text("x")
+        p.symlink_to(tmp_path / "t")
+    args = {"path": str(p), "checksum_algorithm": algorithm}
+    front = run_module("mnc_stat", args)
+    truth = run_module("ansible.builtin.stat", args)
+    assert "invocation" not in front, front
+    for key in (*STAT_KEYS, "checksum"):
+        assert front["stat"].get(key) == truth["stat"].get(key), (key, front["stat"], truth["stat"])

@@ -1,0 +1,62 @@
+"""Action plugin: ansible.builtin.stat through the node's shell (documented in library/mnc_stat.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Controller-side plugins cannot import a project's module_utils through
+# ansible.module_utils (that namespace is assembled for modules only).
+_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
+if _MODULE_UTILS not in sys.path:
+    sys.path.insert(0, _MODULE_UTILS)
+
+import mnc_shell
+
+_LOOKED_AT = frozenset(("path", "get_checksum", "checksum_algorithm", "get_mime", "get_attributes", "follow"))
+_SUMS = {"sha1": "sha1sum", "sha256": "sha256sum"}
+# "absent", or "<%f type>|<mode>|<uid>|<gid>|<owner>|<group>|<size>" and, for a readable regular
+# file, a second line with its checksum. Not following a link at the path (stat's default).
+_LOOK = """if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo absent; exit 0; fi
+stat -c '%F|%a|%u|%g|%U|%G|%s' -- "$p"
+if [ -n "$sum" ] && [ -f "$p" ] && [ ! -L "$p" ] && [ -r "$p" ]; then "$sum" < "$p" | cut -d' ' -f1; fi"""
+
+
+def _flag(value, default: bool) -> bool:
+    return default if value is None else str(value).lower() in ("1", "true", "yes", "on")
+
+
+def stat_result(path: str, out: str) -> dict:
+    """The keys of ansible.builtin.stat's result the look can give (exists, path, mode, isdir,
+    isreg, islnk, uid, gid, pw_name, gr_name, size, checksum)."""
+    lines = out.split("\n")
+    if lines[0] == "absent":
+        return {"exists": False}
+    kind, mode, uid, gid, owner, group, size = lines[0].split("|")
+    st = {
+        "exists": True, "path": path, "mode": f"{int(mode, 8):04o}",
+        "isdir": kind == "directory", "isreg": kind.startswith("regular"), "islnk": kind == "symbolic link",
+        "uid": int(uid), "gid": int(gid), "pw_name": owner, "gr_name": group, "size": int(size),
+    }  # fmt: skip
+    if len(lines) > 1 and lines[1]:
+        st["checksum"] = lines[1]
+    return st
+
+
+class ActionModule(mnc_shell.ShellFront):
+    MODULE = "ansible.legacy.stat"
+
+    def look(self, args):
+        path = args.get("path")
+        algorithm = args.get("checksum_algorithm") or "sha1"
+        word = mnc_shell.path_word(path) if isinstance(path, str) and set(args) <= _LOOKED_AT else None
+        if word is None or _flag(args.get("follow"), False) or algorithm not in _SUMS:
+            return None
+        summer = _SUMS[algorithm] if _flag(args.get("get_checksum"), True) else ""
+        look = self.shell(f"p={word}\nsum={summer}\n{_LOOK}")
+        if look["rc"] != 0:
+            return None
+        try:
+            return {"stat": stat_result(path, look["stdout"])}
+        except ValueError:
+            return None
