@@ -49,6 +49,17 @@ def test_facts_of_the_installed_openmpi():
 
 
 @needs_ompi_info
+def test_the_action_reads_a_prefix_through_the_shell_with_the_module_s_facts():
+    # action_plugins/openmpi_facts.py: with a prefix, ompi_info runs through the node's shell
+    # and the same parser reads it here; no module runs (a module's result has its invocation).
+    prefix = Path(shutil.which("ompi_info")).resolve().parent.parent
+    front = run_module(f"prefix={prefix}")
+    module = run_module("ompi_info=ompi_info")
+    assert "invocation" not in front and "invocation" in module, front
+    assert front["ansible_facts"] == module["ansible_facts"]
+
+
+@needs_ompi_info
 def test_check_mode_still_reports():
     res = run_module("ompi_info=ompi_info", check=True)
     assert not res.get("failed"), res
