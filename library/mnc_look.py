@@ -21,6 +21,9 @@ description:
   - Honours C(become), C(become_user) and the C(environment) keyword.
   - The script's stdin is C(/dev/null), so a command in it that reads stdin (mpiexec, ssh)
     cannot swallow the rest of the script.
+  - Where the script cannot travel on stdin (a connection without pipelining, or C(become_method)
+    su, as for Ansible's own pipelining) it is the shell's C(-c) argument instead; over SSH with a
+    terminal, stderr then arrives in stdout.
 options:
   argv:
     description: The command and its arguments, each quoted for the shell. Exactly one of

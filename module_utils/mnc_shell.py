@@ -30,14 +30,27 @@ def build_script(cmd: str, chdir: str | None = None) -> str:
     return "{\n" + prologue + cmd.rstrip("\n") + "\n} </dev/null\n"
 
 
+def stdin_usable(action) -> bool:
+    """Whether the script can travel on stdin, as a pipelined module does: the connection
+    pipelines and the become method is not su (Ansible pipelines nothing through su either)."""
+    become = action._connection.become
+    return bool(getattr(action._connection, "has_pipelining", False)) and not (become and become.name == "su")
+
+
+def shell_command(script: str, executable: str, env: str, stdin: bool) -> tuple[str, bytes | None]:
+    """The command line and the stdin data that run ``script`` by ``executable``: the script on
+    stdin (``-s``), or, where stdin cannot carry it, as the shell's ``-c`` argument."""
+    if stdin:
+        return f"{env} {shlex.quote(executable)} -s".strip(), script.encode()
+    return f"{env} {shlex.quote(executable)} -c {shlex.quote(script)}".strip(), None
+
+
 def run_script(action, script: str, executable: str = "/bin/sh") -> dict:
     """rc, stdout, stderr (no trailing newline, as ansible.builtin.command gives them) and their
     _lines of ``script`` run by ``executable`` on the action's node, with its become and the
     task's environment keyword."""
-    env = action._compute_environment_string()
-    out = action._low_level_execute_command(
-        f"{env} {shlex.quote(executable)} -s".strip(), in_data=script.encode(), sudoable=True
-    )
+    cmd, data = shell_command(script, executable, action._compute_environment_string(), stdin_usable(action))
+    out = action._low_level_execute_command(cmd, in_data=data, sudoable=True)
     out["stdout"] = out["stdout"].rstrip("\r\n")
     out["stderr"] = out["stderr"].rstrip("\r\n")
     return out
@@ -97,7 +110,8 @@ class ShellFront(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        answer = self.look(dict(self._task.args))
+        # Where the script cannot travel on stdin (su, no pipelining) the module does it all.
+        answer = self.look(dict(self._task.args)) if stdin_usable(self) else None
         if answer is not None:
             result.update(answer, changed=False)
             return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_env import run_playbook
+from ansible_env import ROOT, run_playbook
 
 PLAY = """\
 - name: Looks
@@ -78,3 +78,19 @@ def test_a_look_runs_in_check_mode(tmp_path):
     proc, _ = run_playbook(book, "--check", inventory="localhost,", json_output=True)
     seen = _debug_msg(proc.stdout)
     assert seen["argv"]["stdout"] == "out it's a b", proc.stdout[-2000:]
+
+
+def test_the_script_runs_the_same_as_an_argument_of_the_shell(tmp_path):
+    # Where stdin cannot carry the script (become via su, no pipelining), it is the shell's -c
+    # argument: the same output, and a command that reads stdin still reads nothing of it.
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "module_utils"))
+    import mnc_shell
+
+    script = mnc_shell.build_script("cat\necho \"after cat: $GREETING\"", str(tmp_path))
+    for stdin in (True, False):
+        cmd, data = mnc_shell.shell_command(script, "/bin/bash", "GREETING='hi there'", stdin)
+        run = subprocess.run(["/bin/sh", "-c", cmd], input=data, capture_output=True, timeout=30, check=False)
+        assert run.returncode == 0 and run.stdout == b"after cat: hi there\n", (stdin, run)
