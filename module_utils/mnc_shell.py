@@ -31,10 +31,9 @@ def build_script(cmd: str, chdir: str | None = None) -> str:
 
 
 def stdin_usable(action) -> bool:
-    """Whether the script can travel on stdin, as a pipelined module does: the connection
-    pipelines and the become method is not su (Ansible pipelines nothing through su either)."""
-    become = action._connection.become
-    return bool(getattr(action._connection, "has_pipelining", False)) and not (become and become.name == "su")
+    """Whether the script can travel on stdin: where Ansible itself would pipeline a module
+    (the connection can, pipelining is on, the become method is not su)."""
+    return bool(action._is_pipelining_enabled("new"))
 
 
 def shell_command(script: str, executable: str, env: str, stdin: bool) -> tuple[str, bytes | None]:
