@@ -4,8 +4,8 @@ Controller-side (action_plugins/): mnc_look, and the fronts of file, blockinfile
 slurp, service and mnc_write_files (ShellFront below). A Python module
 costs a node about 0.13 CPU-seconds per run (Python starts and compiles ansible.module_utils from
 the AnsiballZ zip) before it does anything; a shell reading a few lines costs a few milliseconds.
-The script goes on the connection's stdin, as pipelining sends a module to Python, with the
-task's become and environment.
+The script goes on the connection's stdin where Ansible would pipeline a module (else as the
+shell's -c argument), with the task's become and environment.
 """
 
 from __future__ import annotations

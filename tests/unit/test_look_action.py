@@ -94,3 +94,13 @@ def test_the_script_runs_the_same_as_an_argument_of_the_shell(tmp_path):
         cmd, data = mnc_shell.shell_command(script, "/bin/bash", "GREETING='hi there'", stdin)
         run = subprocess.run(["/bin/sh", "-c", cmd], input=data, capture_output=True, timeout=30, check=False)
         assert run.returncode == 0 and run.stdout == b"after cat: hi there\n", (stdin, run)
+
+
+def test_bad_input_is_refused_with_a_clear_message():
+    from ansible_env import run_module
+
+    creates = run_module("mnc_look", {"argv": ["true"], "creates": "/x"})
+    assert creates.get("failed") is True, creates
+    assert "Invalid options for mnc_look: creates" in creates["msg"], creates
+    both = run_module("mnc_look", {"argv": ["true"], "cmd": "true"})
+    assert both.get("failed") is True and "exactly one of cmd" in both["msg"], both
