@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 # Controller-side plugins cannot import a project's module_utils through
 # ansible.module_utils (that namespace is assembled for modules only).
 _MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
@@ -38,10 +40,6 @@ _LOOK = mnc_shell.STAT_LINE + """
 if [ -f "$p" ] && [ ! -L "$p" ]; then base64 -w0 < "$p"; fi"""
 
 
-def _flag(value) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
-
-
 def blockinfile_text(original: bytes, args: dict) -> bytes:
     """What ansible.builtin.blockinfile (ansible-core 2.18) makes of an existing file's bytes."""
     lines = original.splitlines(True)
@@ -49,6 +47,8 @@ def blockinfile_text(original: bytes, args: dict) -> bytes:
     block = str(args.get("block", args.get("content")) or "").encode()
     marker = str(args.get("marker") or "# {mark} ANSIBLE MANAGED BLOCK").encode()
     present = (args.get("state") or "present") == "present"
+    prepend_newline = boolean(args.get("prepend_newline") or False, strict=False)
+    append_newline = boolean(args.get("append_newline") or False, strict=False)
     insertbefore, insertafter = args.get("insertbefore"), args.get("insertafter")
     if insertbefore is None and insertafter is None:
         insertafter = "EOF"
@@ -98,12 +98,12 @@ def blockinfile_text(original: bytes, args: dict) -> bytes:
         n0 = n1
     if n0 > 0 and not lines[n0 - 1].endswith(nl):
         lines[n0 - 1] += nl
-    if _flag(args.get("prepend_newline")) and present and n0 != 0 and lines[n0 - 1] != nl:
+    if prepend_newline and present and n0 != 0 and lines[n0 - 1] != nl:
         lines[n0:n0] = [nl]
         n0 += 1
     lines[n0:n0] = blocklines
     after = n0 + len(blocklines)
-    if _flag(args.get("append_newline")) and present and after < len(lines) and lines[after] != nl:
+    if append_newline and present and after < len(lines) and lines[after] != nl:
         lines[after:after] = [nl]
     return b"".join(lines)
 
@@ -112,8 +112,7 @@ class ActionModule(mnc_shell.ShellFront):
     MODULE = "ansible.legacy.blockinfile"
 
     def look(self, args):
-        path = args.get("path") or args.get("dest") or args.get("destfile") or args.get("name")
-        word = mnc_shell.path_word(path) if isinstance(path, str) and set(args) <= _LOOKED_AT else None
+        _, word = mnc_shell.path_argument(args, ("path", "dest", "destfile", "name"), _LOOKED_AT)
         if word is None:
             return None
         look = self.shell(f"p={word}\n{_LOOK}")

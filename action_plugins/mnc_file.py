@@ -42,8 +42,7 @@ class ActionModule(mnc_shell.ShellFront):
     MODULE = "ansible.legacy.file"
 
     def look(self, args):
-        path = args.get("path") or args.get("dest") or args.get("name")
-        word = mnc_shell.path_word(path) if isinstance(path, str) and set(args) <= _LOOKED_AT else None
+        path, word = mnc_shell.path_argument(args, ("path", "dest", "name"), _LOOKED_AT)
         if word is None:
             return None
         look = self.shell(f"p={word}\n{mnc_shell.STAT_LINE}")

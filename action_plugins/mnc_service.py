@@ -7,6 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 # Controller-side plugins cannot import a project's module_utils through
 # ansible.module_utils (that namespace is assembled for modules only).
 _MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
@@ -14,10 +16,6 @@ if _MODULE_UTILS not in sys.path:
     sys.path.insert(0, _MODULE_UTILS)
 
 import mnc_shell
-
-
-def _flag(value) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
 
 
 class ActionModule(mnc_shell.ShellFront):
@@ -29,7 +27,7 @@ class ActionModule(mnc_shell.ShellFront):
             set(args) <= {"name", "state", "enabled"}
             and isinstance(name, str)
             and state in (None, "started")
-            and (enabled is None or _flag(enabled))
+            and (enabled is None or boolean(enabled, strict=False))
             and (state, enabled) != (None, None)
         )
         if not lookable:

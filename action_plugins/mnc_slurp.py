@@ -19,8 +19,7 @@ class ActionModule(mnc_shell.ShellFront):
     MODULE = "ansible.legacy.slurp"
 
     def look(self, args):
-        src = args.get("src") or args.get("path")
-        word = mnc_shell.path_word(src) if isinstance(src, str) and set(args) <= {"src", "path"} else None
+        src, word = mnc_shell.path_argument(args, ("src", "path"), ("src", "path"))
         if word is None:
             return None
         # Only a regular file is read here; the module says what is wrong with anything else.

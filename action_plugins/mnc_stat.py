@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 # Controller-side plugins cannot import a project's module_utils through
 # ansible.module_utils (that namespace is assembled for modules only).
 _MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
@@ -20,10 +22,6 @@ _SUMS = {"sha1": "sha1sum", "sha256": "sha256sum"}
 _LOOK = """if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo absent; exit 0; fi
 stat -c '%F|%a|%u|%g|%U|%G|%s' -- "$p"
 if [ -n "$sum" ] && [ -f "$p" ] && [ ! -L "$p" ] && [ -r "$p" ]; then "$sum" < "$p" | cut -d' ' -f1; fi"""
-
-
-def _flag(value, default: bool) -> bool:
-    return default if value is None else str(value).lower() in ("1", "true", "yes", "on")
 
 
 def stat_result(path: str, out: str) -> dict:
@@ -47,12 +45,12 @@ class ActionModule(mnc_shell.ShellFront):
     MODULE = "ansible.legacy.stat"
 
     def look(self, args):
-        path = args.get("path")
+        path, word = mnc_shell.path_argument(args, ("path",), _LOOKED_AT)
         algorithm = args.get("checksum_algorithm") or "sha1"
-        word = mnc_shell.path_word(path) if isinstance(path, str) and set(args) <= _LOOKED_AT else None
-        if word is None or _flag(args.get("follow"), False) or algorithm not in _SUMS:
+        if word is None or boolean(args.get("follow", False), strict=False) or algorithm not in _SUMS:
             return None
-        summer = _SUMS[algorithm] if _flag(args.get("get_checksum"), True) else ""
+        get_checksum = args.get("get_checksum")
+        summer = _SUMS[algorithm] if get_checksum is None or boolean(get_checksum, strict=False) else ""
         look = self.shell(f"p={word}\nsum={summer}\n{_LOOK}")
         if look["rc"] != 0:
             return None

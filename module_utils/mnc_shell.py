@@ -66,6 +66,16 @@ def path_word(path: str) -> str | None:
     return shlex.quote(path) if path.startswith("/") else None
 
 
+def path_argument(args: dict, names: tuple[str, ...], looked_at) -> tuple[str | None, str | None]:
+    """The path a front's task names (the first of ``names`` given) and its shell word
+    (path_word); the word is None where an argument outside ``looked_at`` is given, so the
+    module decides."""
+    path = next((args[n] for n in names if args.get(n)), None)
+    if not isinstance(path, str) or not set(args) <= set(looked_at):
+        return path, None
+    return path, path_word(path)
+
+
 # What is at "$p", without following a link at it: "absent", "link <target>", or
 # "<directory|file> <mode> <owner> <group> <uid> <gid>".
 STAT_LINE = """if [ -L "$p" ]; then printf 'link %s\\n' "$(readlink -- "$p")"
@@ -109,11 +119,11 @@ class ShellFront(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
+        args = dict(self._task.args)
         # Where the script cannot travel on stdin (su, no pipelining) the module does it all.
-        answer = self.look(dict(self._task.args)) if stdin_usable(self) else None
+        answer = self.look(args) if stdin_usable(self) else None
         if answer is not None:
             result.update(answer, changed=False)
             return result
-        args = dict(self._task.args)
         result.update(self._execute_module(self.MODULE, module_args=args, task_vars=task_vars))
         return result
