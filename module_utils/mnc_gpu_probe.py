@@ -11,7 +11,8 @@ missing or broken package is that probe's ``error``. Used by
   from the launcher (one rank per node); module_utils/mnc_verify.py judges
   the output (``check_gpu``);
 * scripts/device_check.py (one machine): ``cuda``, ``cudnn``, ``chainer``,
-  ``nccl-allreduce`` (a single rank) and ``send cpu|gpu`` under ``mpiexec -n 2``.
+  ``nccl-allreduce`` (a single rank), ``send cpu|gpu`` and ``allreduce cpu|gpu``
+  under ``mpiexec -n 2``.
 
 Probes::
 
@@ -25,6 +26,11 @@ Probes::
                     the transport (NCCL_DEBUG=INFO into a file per rank)
     send cpu|gpu    a ring of mpi4py Sendrecv: rank r sends a host (cpu) or
                     CuPy device (gpu) buffer to rank r + 1, which checks it
+    allreduce cpu|gpu BYTES
+                    MPI_Allreduce (sum) of a float32 host (cpu) or CuPy device
+                    (gpu) buffer of BYTES: rank r gives r + 1 and checks the
+                    sum; one untimed, then ALLREDUCE_REPS timed (barrier, the
+                    allreduce, device sync; per repetition the slowest rank)
     node            cuda, cudnn, chainer and a single-rank nccl-allreduce in
                     one run, plus the InfiniBand/RoCE ports (/sys/class/infiniband)
                     and whether nvidia_peermem is loaded
@@ -44,6 +50,7 @@ import tempfile
 
 NCCL_ELEMENTS = 1 << 22  # 16 MiB of float32
 SEND_ELEMENTS = 1 << 20  # 4 MiB of int32
+ALLREDUCE_REPS = 10
 
 
 def _error(exc: BaseException) -> str:
@@ -253,6 +260,51 @@ def send(kind: str, comm) -> dict:
     return out
 
 
+def allreduce(kind: str, nbytes: int, comm) -> dict:
+    """This rank's part: the sum right, and (rank 0) the seconds of each timed repetition."""
+    import time
+
+    out: dict = {"host": socket.gethostname(), "rank": comm.rank, "kind": kind}
+    try:
+        from mpi4py import MPI
+
+        if kind == "gpu":
+            import cupy as xp
+
+            out["device"] = _local_device(xp)
+            xp.cuda.Device(out["device"]).use()
+            sync = xp.cuda.get_current_stream().synchronize
+        else:
+            import numpy as xp
+
+            def sync():
+                return None
+
+        n = max(1, nbytes // 4)
+        buf = xp.full(n, comm.rank + 1, dtype=xp.float32)
+        sync()
+        comm.Allreduce(MPI.IN_PLACE, [buf, MPI.FLOAT], op=MPI.SUM)  # untimed: connections, buffers
+        sync()
+        want = comm.size * (comm.size + 1) / 2
+        out["ok"] = bool((buf == want).all())
+        times = []
+        for _ in range(ALLREDUCE_REPS):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            comm.Allreduce(MPI.IN_PLACE, [buf, MPI.FLOAT], op=MPI.SUM)
+            sync()
+            times.append(time.perf_counter() - t0)
+        import numpy
+
+        slowest = numpy.array(times)
+        comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
+        out["times"] = [float(t) for t in slowest]
+        out["bytes"] = 4 * n
+    except Exception as exc:
+        out["error"] = _error(exc)
+    return out
+
+
 def _gathered(comm, mine: dict) -> dict | None:
     """Every rank's part on rank 0 (None on the others); a single rank's own part."""
     if comm is None:
@@ -286,9 +338,15 @@ def main(argv: list[str]) -> int:
             doc = {"error": "send needs mpiexec (at least 2 ranks)"}
         else:
             doc = _gathered(comm, send(argv[1], comm))
+    elif what == "allreduce" and len(argv) > 2 and argv[1] in ("cpu", "gpu") and argv[2].isdigit():
+        comm = _world()
+        if comm is None:
+            doc = {"error": "allreduce needs mpiexec (at least 2 ranks)"}
+        else:
+            doc = _gathered(comm, allreduce(argv[1], int(argv[2]), comm))
     else:
-        print(f"usage: {os.path.basename(sys.argv[0])} node|cuda|cudnn|chainer|nccl-allreduce|send cpu|gpu",
-              file=sys.stderr)  # fmt: skip
+        print(f"usage: {os.path.basename(sys.argv[0])} node|cuda|cudnn|chainer|nccl-allreduce|send cpu|gpu"
+              "|allreduce cpu|gpu BYTES", file=sys.stderr)  # fmt: skip
         return 2
     if doc is not None:
         print("PROBE " + json.dumps(doc, sort_keys=True), flush=True)

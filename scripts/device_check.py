@@ -20,6 +20,10 @@ costs that check only), all within one overall deadline (--deadline, 540 s):
   mpi-host-send   mpiexec -n 2: an mpi4py send of a host buffer (CPU side)
   mpi-cuda-aware  whether OpenMPI was built with CUDA (ompi_info)
   mpi-device-send mpiexec -n 2 on the one GPU: an mpi4py send of a CuPy buffer
+  mpi-allreduce-host, mpi-allreduce-device
+                  mpiexec -n 2: MPI_Allreduce of ResNet-50's gradients (L bytes of
+                  float32) in host memory, then in device memory through the
+                  CUDA-aware MPI: median of 10, busbw, the sum checked
   train-cpu       python -m train at p=1 on the CPU (naive), a smoke run
   train-gpu-*     python -m train --gpu at p=1: pure_nccl, double buffering, fp16
 
@@ -36,6 +40,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -250,16 +255,16 @@ def chainer_blocker(info: dict) -> str | None:
     if not info.get("chainer"):
         return f"Chainer not importable: {info.get('chainer_error', 'not installed')}"
     py = tuple(int(x) for x in info["python"].split(".")[:2])
-    if _major(info["chainer"]) == 7:
-        if py >= (3, 12):
-            return (
-                f"Chainer {info['chainer']} cannot run on Python {info['python']} (numpy.distutils is gone)"
-            )
-        if info.get("numpy") and _major(info["numpy"]) >= 2:
-            return f"Chainer {info['chainer']} fails on NumPy {info['numpy']}"
-        if info.get("cupy") and _major(info["cupy"]) >= 14:
-            return f"Chainer {info['chainer']} cannot use CuPy {info['cupy']} (NumPy 2, no cupy.cudnn)"
-    return None
+    if _major(info["chainer"]) != 7:
+        return None
+    why = []
+    if info.get("numpy") and _major(info["numpy"]) >= 2:
+        why.append(f"fails on NumPy {info['numpy']} (np.sctypes is gone)")
+    if py >= (3, 12):
+        why.append(f"cannot run on Python {info['python']} (numpy.distutils is gone)")
+    if info.get("cupy") and _major(info["cupy"]) >= 14:
+        why.append(f"cannot use CuPy {info['cupy']} (no cupy.cudnn)")
+    return f"Chainer {info['chainer']} " + "; ".join(why) if why else None
 
 
 def check_cudnn(info: dict, gpu: bool) -> None:
@@ -400,7 +405,8 @@ def ompi_cuda_aware() -> tuple[bool | None, str]:
     return False, "ompi_info reports no CUDA support parameter"
 
 
-def check_mpi_device(info: dict, mpiexec: str | None, gpu: bool) -> None:
+def check_mpi_device(info: dict, mpiexec: str | None, gpu: bool) -> bool:
+    """The CUDA-awareness and device-send checks; True when OpenMPI says it is CUDA-aware."""
     aware, line = ompi_cuda_aware() if shutil.which("mpiexec") else (None, "no mpiexec on PATH")
     if aware is None:
         report("SKIP", "mpi-cuda-aware", line)
@@ -412,13 +418,13 @@ def check_mpi_device(info: dict, mpiexec: str | None, gpu: bool) -> None:
         )
     if not gpu:
         report("SKIP", "mpi-device-send", NO_GPU)
-        return
+        return bool(aware)
     if mpiexec is None:
         report("SKIP", "mpi-device-send", "no working mpiexec + mpi4py (see mpi-host-send)")
-        return
+        return bool(aware)
     if not aware:
         report("SKIP", "mpi-device-send", "OpenMPI is not CUDA-aware here (see mpi-cuda-aware)")
-        return
+        return False
     ok, why = _send(mpiexec, "gpu", 180)
     if ok:
         report("PASS", "mpi-device-send", "2 ranks on GPU 0: 4 MiB CuPy device buffer arrived intact")
@@ -429,6 +435,58 @@ def check_mpi_device(info: dict, mpiexec: str | None, gpu: bool) -> None:
             f"{why}; a --with-cuda OpenMPI must "
             "accept device pointers (check that mpi4py was built against this OpenMPI)",
         )
+    return True
+
+
+# ResNet-50's fp32 gradients: the size the seed's hand analysis reduced (README).
+L_RESNET50 = 102_228_384
+
+
+def _allreduce(mpiexec: str, kind: str, timeout: float) -> tuple[dict | None, str]:
+    """(median seconds, busbw, ...) of MPI_Allreduce of L on 2 ranks, or (None, what went wrong)."""
+    rc, doc, err = gpu_probe(["allreduce", kind, str(L_RESNET50)], timeout, mpiexec=mpiexec)
+    ranks = (doc or {}).get("ranks") or []
+    if rc != 0 or len(ranks) != 2 or not all(r.get("ok") for r in ranks):
+        errors = [r["error"] for r in ranks if r.get("error")] or [
+            f"rank {r['rank']} got a wrong sum" for r in ranks if r.get("ok") is False
+        ]
+        return None, f"rc={rc}: " + ("; ".join(errors) or last_line(err) or "no result")
+    times = ranks[0]["times"]
+    median, nbytes, p = statistics.median(times), ranks[0]["bytes"], len(ranks)
+    busbw = 2 * nbytes * (p - 1) / p / median  # nccl-tests' bus bandwidth
+    return {"median": median, "min": min(times), "max": max(times), "busbw": busbw, "bytes": nbytes,
+            "reps": len(times)}, ""
+
+
+def _allreduce_detail(res: dict, where: str) -> str:
+    return (f"2 ranks, {res['bytes']:,} B of float32 in {where}: median {res['median'] * 1e3:.2f} ms "
+            f"(min {res['min'] * 1e3:.2f}, max {res['max'] * 1e3:.2f}, {res['reps']} reps), "
+            f"busbw {res['busbw'] / 1e9:.2f} GB/s, sum right")
+
+
+def check_mpi_allreduce(mpiexec: str | None, gpu: bool, aware: bool) -> None:
+    """The MPI ceilings at ResNet-50's L on this machine: host buffers, then device buffers."""
+    host = None
+    if mpiexec is None:
+        report("SKIP", "mpi-allreduce-host", "no working mpiexec + mpi4py (see mpi-host-send)")
+    else:
+        host, why = _allreduce(mpiexec, "cpu", 120)
+        if host:
+            report("PASS", "mpi-allreduce-host", _allreduce_detail(host, "host memory"))
+        else:
+            report("FAIL", "mpi-allreduce-host", why)
+    if not gpu:
+        report("SKIP", "mpi-allreduce-device", NO_GPU)
+    elif mpiexec is None or not aware:
+        report("SKIP", "mpi-allreduce-device", "needs a working mpiexec + mpi4py over a CUDA-aware OpenMPI "
+                                               "(see mpi-host-send, mpi-cuda-aware)")
+    else:
+        dev, why = _allreduce(mpiexec, "gpu", 180)
+        if dev is None:
+            report("FAIL", "mpi-allreduce-device", why)
+            return
+        ratio = f"; {dev['median'] / host['median']:.2f}x the host-memory time" if host else ""
+        report("PASS", "mpi-allreduce-device", _allreduce_detail(dev, "device memory (one GPU)") + ratio)
 
 
 # --- the benchmark -------------------------------------------------------------------
@@ -526,7 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     check_cudnn(info, gpu)
     check_nccl(gpu)
     mpiexec = check_mpi_host(info)
-    check_mpi_device(info, mpiexec, gpu)
+    aware = check_mpi_device(info, mpiexec, gpu)
+    check_mpi_allreduce(mpiexec, gpu, aware)
     if args.no_train:
         for name in TRAIN_CHECKS:
             report("SKIP", name, "--no-train")

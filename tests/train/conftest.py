@@ -35,14 +35,34 @@ def cuda_problem() -> str | None:
 CUDA_PROBLEM = cuda_problem()
 
 
+def chainer_problem() -> str | None:
+    """Why the benchmark cannot run on this Python at all, or None (then a failure is a failure).
+
+    Only the cases known in advance: no Chainer, or Chainer 7 on a Python without
+    numpy.distutils (3.12 and later), as on a GPU image that ships CuPy 14.
+    """
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("chainer")
+    except importlib.metadata.PackageNotFoundError:
+        return "Chainer is not installed for this Python"
+    if version.startswith("7.") and sys.version_info >= (3, 12):
+        return f"Chainer {version} cannot run on Python {sys.version.split()[0]} (numpy.distutils is gone)"
+    return None
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device; skipped with the reason elsewhere")
 
 
 def pytest_collection_modifyitems(config, items):
-    if CUDA_PROBLEM is None:
+    problem = f"needs a CUDA GPU: {CUDA_PROBLEM}" if CUDA_PROBLEM else None
+    if problem is None and chainer_problem():
+        problem = f"needs Chainer: {chainer_problem()}"
+    if problem is None:
         return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {CUDA_PROBLEM}")
+    skip = pytest.mark.skip(reason=problem)
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
