@@ -2,7 +2,11 @@
 
 Every stage's fact gathering runs /etc/ansible/facts.d/mncluster-packages.fact
 (the common role installs it): dpkg's installed packages, as
-``ansible_local["mncluster-packages"].installed``. A role's apt task is skipped
+``ansible_local["mncluster-packages"].installed``: one string of names
+separated by spaces (a list from an older fact is read too). One string, not a
+list: Ansible copies every fact of a node for every task it runs there, and a
+string of a thousand names is one object to copy, a list a thousand. A role's
+apt task is skipped
 when none of its packages is missing, so that a re-run does not pay for
 apt's cache (a second or more per task and node) to learn what dpkg already
 said. Anything this cannot judge counts as missing, and apt decides:
@@ -31,6 +35,8 @@ def missing_packages(names, local_facts=None):
     names = [str(name) for name in (names or [])]
     record = (local_facts or {}).get("mncluster-packages") if isinstance(local_facts, dict) else None
     installed = record.get("installed") if isinstance(record, dict) else None
+    if isinstance(installed, str):
+        installed = installed.split()
     if not isinstance(installed, list):
         return names
     have = {str(name) for name in installed}

@@ -9,7 +9,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils"))
 import mnc_packages
 
-FACT = {"mncluster-packages": {"installed": ["lmod", "munge", "libc6", "python3-venv"]}}
+FACT = {"mncluster-packages": {"installed": "lmod munge libc6 python3-venv"}}
+# What a node's fact said before the names became one string.
+LIST_FACT = {"mncluster-packages": {"installed": ["lmod", "munge", "libc6", "python3-venv"]}}
 
 
 def test_installed_names_are_not_missing_and_the_others_are():
@@ -18,6 +20,7 @@ def test_installed_names_are_not_missing_and_the_others_are():
     assert mnc_packages.missing_packages(wanted, FACT) == ["slurmd", "slurmctld"]
     assert mnc_packages.missing_packages("lmod", FACT) == []
     assert mnc_packages.missing_packages([], FACT) == []
+    assert mnc_packages.missing_packages(wanted, LIST_FACT) == ["slurmd", "slurmctld"]
 
 
 def test_without_the_fact_every_name_is_missing():
@@ -37,10 +40,12 @@ def test_the_fact_script_lists_what_dpkg_has_installed():
     script = ROOT / "roles/common/files/mncluster-packages.fact"
     out = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=True).stdout
     installed = json.loads(out)["installed"]
+    assert isinstance(installed, str)  # one object for Ansible to copy per task, not one per package
+    installed = installed.split()
     status = subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Abbrev} ${Package}\\n"],
                             capture_output=True, text=True, check=False).stdout  # fmt: skip
     expected = {line.split()[1] for line in status.splitlines() if line.startswith("ii")}
     assert set(installed) == expected
     assert "dpkg" in installed
-    fact = {"mncluster-packages": {"installed": installed}}
+    fact = json.loads(f'{{"mncluster-packages": {out}}}')
     assert mnc_packages.missing_packages(["dpkg", "mnc-no-such-package"], fact) == ["mnc-no-such-package"]

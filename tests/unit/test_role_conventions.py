@@ -72,3 +72,41 @@ def test_templates_say_they_are_managed(role):
         if not t.name.endswith(".json.j2") and "managed by mncluster" not in t.read_text().lower()
     ]
     assert not unmarked, f"{role.name}: templates without a 'managed by mncluster' header: {unmarked}"
+
+
+# Facts that actions and modules set (not gathered): mnc_getent, openmpi_facts.
+_SET_BY_TASKS = {"getent_passwd", "getent_group", "openmpi"}
+
+
+def test_every_fact_the_roles_read_is_gathered():
+    """playbooks/vars/facts.yml filters what the stages gather: a fact read but not listed is undefined."""
+    import fnmatch
+    import re
+
+    patterns = yaml.safe_load((ROOT / "playbooks/vars/facts.yml").read_text())["mnc_gather_facts_filter"]
+    read = set()
+    files = [*ROOT.glob("roles/*/**/*.yml"), *ROOT.glob("roles/*/**/*.j2"), *ROOT.glob("playbooks/**/*.yml")]
+    for path in files:
+        names = re.findall(r"ansible_facts(?:\.|\[')([a-z_0-9]+)", path.read_text())
+        read |= {(name, path.relative_to(ROOT)) for name in names}
+    assert len(read) > 20  # the roles read facts (the pattern still matches how they do)
+    missing = sorted(f"{name} ({where})" for name, where in read
+                     if name not in _SET_BY_TASKS
+                     and not any(fnmatch.fnmatch(f"ansible_{name}", p) for p in patterns))
+    assert not missing, f"read but not in playbooks/vars/facts.yml: {missing}"
+
+
+def test_every_play_that_gathers_filters_the_facts():
+    """A play that gathers on the nodes without the filter would copy every fact again for every task."""
+    for path in sorted((ROOT / "playbooks").glob("*.yml")):
+        for play in yaml.safe_load(path.read_text()) or []:
+            if not isinstance(play, dict) or "hosts" not in play or play.get("connection") == "local":
+                continue
+            gathers = play.get("gather_facts", True) or any(
+                "ansible.builtin.setup" in str(t) for t in play.get("tasks", []) + play.get("pre_tasks", []))
+            roles_gather = {"verify", "benchmark"} & {r["role"] if isinstance(r, dict) else r
+                                                     for r in play.get("roles", [])}
+            if gathers or roles_gather:
+                assert "vars/facts.yml" in play.get("vars_files", []), (path.name, play["name"])
+                setup = play["module_defaults"]["ansible.builtin.setup"]
+                assert setup["filter"] == "{{ mnc_gather_facts_filter }}", (path.name, play["name"])
