@@ -39,6 +39,7 @@ USER_PROGRAM = re.compile(
 WRITERS = {
     "file", "copy", "template", "blockinfile", "lineinfile", "replace", "unarchive", "get_url",
     "openssh_keypair", "authorized_key", "known_hosts", "tempfile", "ini_file", "mnc_file", "mnc_blockinfile",
+    "mnc_write_files",
 }  # fmt: skip
 WRITE_ARGS = ("path", "dest")
 RUNNERS = {"command", "shell", "script", "raw", "mnc_look"}
@@ -118,6 +119,10 @@ def findings(paths: list[Path] | None = None, base: Path = ROOT / "roles") -> li
                     out.append(f"{rel}: {name!r} ({short} artifacts) {why}")
             elif short in WRITERS:
                 targets = [args.get(a, "") for a in WRITE_ARGS] if isinstance(args, dict) else []
+                if short == "mnc_write_files" and isinstance(args, dict):
+                    # each file's dest, or the expression that builds the list (its names show)
+                    files = args.get("files", "")
+                    targets += [f.get("dest", "") for f in files] if isinstance(files, list) else [files]
                 if any("item" in _text(t) for t in targets):
                     targets.append(task.get("loop", task.get("with_items", "")))
                 if isinstance(args, dict) and short == "tempfile":
@@ -168,6 +173,14 @@ LINT_CASES = {
     "dir-under-home-as-root": (
         {"name": "t", "mnc_file": {"path": "{{ mnc_mpi_home }}/x", "state": "directory"}},
         True,
+    ),
+    "files-under-home-as-root": (
+        {"name": "t", "mnc_write_files": {"files": [{"dest": "/etc/x"}, {"dest": "{{ __pyenv_root }}/v"}]}},
+        True,
+    ),
+    "files-under-home-as-user": (
+        {"name": "t", "mnc_write_files": {"files": [{"dest": "{{ __pyenv_root }}/version"}]}, **AS_USER},
+        False,
     ),
     "venv-python-look-as-root": ({"name": "t", "mnc_look": {"argv": ["{{ chainer_python }}", "-V"]}}, True),
     "inherited-user": (
