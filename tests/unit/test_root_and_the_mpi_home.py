@@ -42,7 +42,7 @@ WRITERS = {
     "mnc_write_files",
 }  # fmt: skip
 WRITE_ARGS = ("path", "dest")
-RUNNERS = {"command", "shell", "script", "raw", "mnc_look"}
+RUNNERS = {"command", "shell", "script", "raw", "mnc_look", "mnc_command"}
 
 # (role/tasks/file.yml, task name): why root may do it.
 ALLOWED = {

@@ -57,3 +57,20 @@ def test_stat_gives_the_module_s_keys(tmp_path, kind, algorithm):
     assert "invocation" not in front, front
     for key in (*STAT_KEYS, "checksum"):
         assert front["stat"].get(key) == truth["stat"].get(key), (key, front["stat"], truth["stat"])
+
+
+@pytest.mark.parametrize("case", ["creates-there", "creates-missing", "removes-there", "removes-missing"])
+def test_command_runs_where_the_module_would_and_says_what_it_says_where_not(tmp_path, case):
+    there = tmp_path / "there"
+    there.write_text("x")
+    key, path = case.split("-")[0], there if case.endswith("-there") else tmp_path / "missing"
+    args = {"argv": ["touch", str(tmp_path / "ran")], key: str(path)}
+    truth = run_module("ansible.builtin.command", args)
+    ran = (tmp_path / "ran").exists()
+    (tmp_path / "ran").unlink(missing_ok=True)
+    front = run_module("mnc_command", args)
+    assert (tmp_path / "ran").exists() == ran  # runs exactly where the module ran it
+    assert ran == (case in ("creates-missing", "removes-there"))
+    assert ("invocation" in front) == ran, front  # the module itself only where it runs
+    for k in ("rc", "changed", "stdout", "msg"):
+        assert front.get(k) == truth.get(k), (k, front, truth)
