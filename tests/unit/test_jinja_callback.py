@@ -34,12 +34,17 @@ PLAY = """\
               'version': '5.0.7' is version('4.1', '>='),
               'loop': lookup('ansible.builtin.items', [1, 2], wantlist=True) | map('string') | join(','),
               'project': hostfile_text | mnc_hostfile_hosts,
-              'block': joined} }}
+              'block': joined,
+              'file': lookup('ansible.builtin.template', 'page.j2', template_vars={'extra': 7}),
+              'leak': template_path is defined} }}
       when: records | length > 1
     - name: Say what was rendered
       ansible.builtin.debug:
         msg: "{{ rendered | to_json }}"
 """
+
+# A file for the template lookup: the task's variables, the lookup's own and template_vars.
+PAGE = "{{ records | map(attribute='name') | join('+') }} {{ template_path | basename }} {{ extra }}"
 
 
 def _hosts(tmp_path):
@@ -56,6 +61,8 @@ def _run(tmp_path, cache: str, **extra: str) -> tuple[dict, str]:
     book = tmp_path / "play.yml"
     if not book.exists():
         book.write_text(PLAY)
+        (tmp_path / "templates").mkdir()
+        (tmp_path / "templates" / "page.j2").write_text(PAGE)
     env = repo_ansible_env(MNC_JINJA_CACHE=cache, **extra)
     proc = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(_hosts(tmp_path)), str(book)],
@@ -82,6 +89,9 @@ def test_the_cache_renders_what_jinja_renders_and_a_warm_cache_compiles_nothing(
     off, _ = _run(tmp_path, "off")
     assert off["h1"]["ternary"] == "first" and off["h2"]["ternary"] == "other", off
     assert off["h1"]["derived"] == ["b"] and off["h1"]["block"] == "a=3;b=12;", off
+    # The template lookup sees the task's variables, its own template_* and template_vars; the
+    # task's variables do not gain them.
+    assert off["h1"]["file"] == "a+b page.j2 7" and off["h1"]["leak"] is False, off
     assert off["h1"]["project"] == [{"host": "n1", "slots": 2}, {"host": "n2", "slots": 2}], off
 
     cold, _ = _run(tmp_path, str(cache))
@@ -124,17 +134,28 @@ from ansible.plugins.callback import CallbackBase
 
 CONTROLLER = os.getpid()
 _jinja_wrappers = loader.Jinja2Loader._ensure_non_collection_wrappers
+_jinja_get_with_context = loader.Jinja2Loader.get_with_context
+
+
+def _log(line):
+    with open(os.environ["PROBE_LOG"], "a") as f:
+        f.write(line + "\\n")
 
 
 def jinja_wrappers(self, *args, **kwargs):
     if not self._cached_non_collection_wrappers:
-        who = "controller" if os.getpid() == CONTROLLER else "worker"
-        with open(os.environ["PROBE_LOG"], "a") as f:
-            f.write(f"{who} {self.type}\\n")
+        _log(f"{'controller' if os.getpid() == CONTROLLER else 'worker'} {self.type}")
     return _jinja_wrappers(self, *args, **kwargs)
 
 
+def jinja_get_with_context(self, name, *args, **kwargs):
+    if os.getpid() != CONTROLLER and name in ("length", "join", "default"):
+        _log(f"worker search {name}")
+    return _jinja_get_with_context(self, name, *args, **kwargs)
+
+
 loader.Jinja2Loader._ensure_non_collection_wrappers = jinja_wrappers
+loader.Jinja2Loader.get_with_context = jinja_get_with_context
 
 
 class CallbackModule(CallbackBase):
@@ -145,7 +166,7 @@ class CallbackModule(CallbackBase):
 """
 
 
-def test_workers_inherit_the_filter_plugins_the_controller_loaded(tmp_path):
+def test_workers_inherit_the_filter_plugins_and_do_not_search_for_jinjas_own(tmp_path):
     probe = tmp_path / "probe"
     probe.mkdir()
     (probe / "probe.py").write_text(PROBE)
@@ -156,6 +177,7 @@ def test_workers_inherit_the_filter_plugins_the_controller_loaded(tmp_path):
         loads[case] = log.read_text().splitlines() if log.exists() else []
     assert "controller filter" in loads["with"], loads
     assert not [line for line in loads["with"] if line.startswith("worker")], loads
-    # Without the plugin, each worker whose task renders a filter reads them all again:
-    # the probe sees what the plugin removes.
+    # Without the plugin, each worker whose task renders a filter reads them all again, and
+    # searches Ansible's plugins for Jinja's own filters: the probe sees what the plugin removes.
     assert loads["without"].count("worker filter") >= 3, loads
+    assert [line for line in loads["without"] if line.startswith("worker search")], loads
