@@ -48,7 +48,9 @@ change to any of them is a new key; a template that does not compile is never
 cached (the error is Jinja's own, as without this plugin).
 
 Where the cache lives: ``$MNC_JINJA_CACHE``, else ``$XDG_CACHE_HOME/mncluster/jinja``
-(``~/.cache/mncluster/jinja``). ``MNC_JINJA_CACHE=off`` turns it off. The
+(``~/.cache/mncluster/jinja``). ``MNC_JINJA_CACHE=off`` turns it off (templates are
+then cached in memory only); ``MNC_JINJA=off`` turns the whole plugin off (Ansible as it
+is: for comparing, or should this plugin ever be suspected). The
 directory must be the controller user's own and writable by nobody else: the
 cache holds Python code that the controller runs, so a directory another user
 could write to is not used (a warning says so), nor is a file in it that is
@@ -70,6 +72,9 @@ description:
   - Wraps jinja2.Environment.compile with a cache of compiled code, in memory (inherited by
     Ansible's forked workers) and in a directory of the controller user's own
     (MNC_JINJA_CACHE, default ~/.cache/mncluster/jinja; MNC_JINJA_CACHE=off turns it off).
+  - MNC_JINJA=off turns the whole plugin off. The plugin is loaded from the directory next to
+    site.yml too (Ansible's playbook-adjacent plugins), so a run of site.yml has it whatever
+    ANSIBLE_CALLBACK_PLUGINS says.
   - Enabled wherever ansible.cfg's callback_plugins names this directory; no options.
 """
 
@@ -297,16 +302,17 @@ def enable() -> str | None:
 
 _PROBLEM = None
 _original_jinja_get = None
-load_plugins()
-for _step in (remember_jinja_builtins, shallow_template_lookup):
-    with contextlib.suppress(Exception):  # without it, Ansible does what it always does
-        _step()
-if cache_dir() is not None:
-    try:
-        _PROBLEM = enable()
-    except Exception as e:  # without the cache, Ansible compiles as it always does
-        Environment.compile = _original_compile
-        _PROBLEM = f"off: {e!r}"
+if os.environ.get("MNC_JINJA", "on").strip().lower() not in _OFF:
+    load_plugins()
+    for _step in (remember_jinja_builtins, shallow_template_lookup):
+        with contextlib.suppress(Exception):  # without it, Ansible does what it always does
+            _step()
+    if cache_dir() is not None:
+        try:
+            _PROBLEM = enable()
+        except Exception as e:  # without the cache, Ansible compiles as it always does
+            Environment.compile = _original_compile
+            _PROBLEM = f"off: {e!r}"
 
 
 class CallbackModule(CallbackBase):

@@ -86,7 +86,7 @@ def _entries(d) -> dict[str, int]:
 
 def test_the_cache_renders_what_jinja_renders_and_a_warm_cache_compiles_nothing(tmp_path):
     cache = tmp_path / "cache"
-    off, _ = _run(tmp_path, "off")
+    off, _ = _run(tmp_path, "off", MNC_JINJA="off")  # Ansible as it is
     assert off["h1"]["ternary"] == "first" and off["h2"]["ternary"] == "other", off
     assert off["h1"]["derived"] == ["b"] and off["h1"]["block"] == "a=3;b=12;", off
     # The template lookup sees the task's variables, its own template_* and template_vars; the
@@ -101,6 +101,8 @@ def test_the_cache_renders_what_jinja_renders_and_a_warm_cache_compiles_nothing(
     assert len(first) >= 5, first
     # Every template of the second run came from the cache: no entry written or rewritten.
     assert _entries(cache) == first
+    memory_only, _ = _run(tmp_path, "off")
+    assert memory_only == off
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
 
 
@@ -181,3 +183,8 @@ def test_workers_inherit_the_filter_plugins_and_do_not_search_for_jinjas_own(tmp
     # searches Ansible's plugins for Jinja's own filters: the probe sees what the plugin removes.
     assert loads["without"].count("worker filter") >= 3, loads
     assert [line for line in loads["without"] if line.startswith("worker search")], loads
+    # MNC_JINJA=off: the plugin does nothing.
+    log = tmp_path / "off.log"
+    dirs = f"{probe}:{ROOT / 'callback_plugins'}"
+    _run(tmp_path, "off", MNC_JINJA="off", ANSIBLE_CALLBACK_PLUGINS=dirs, PROBE_LOG=str(log))
+    assert log.read_text().count("worker filter") >= 3
