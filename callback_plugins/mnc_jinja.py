@@ -140,7 +140,8 @@ def plugin_signature() -> bytes:
         roots = list(AnsibleCollectionConfig.collection_paths or [])
     except Exception:  # no collection finder: the plugin paths alone
         roots = []
-    roots += [os.path.join(p, "ansible_collections") for p in sys.path if p.endswith("site-packages")]
+    packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    roots += [os.path.join(p, "ansible_collections") for p in packages]
     files = []
     for loader in (filter_loader, test_loader):
         for d in loader._get_paths():
