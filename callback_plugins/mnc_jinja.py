@@ -284,6 +284,8 @@ def enable() -> str | None:
     ])  # fmt: skip
     Environment.compile = compile_cached
     path = cache_dir()
+    if path is None:  # MNC_JINJA_CACHE=off: memory only
+        return None
     problem = trusted_dir(path)
     if problem:
         return f"not using the disk cache: {problem} (memory only)"
@@ -308,12 +310,11 @@ if os.environ.get("MNC_JINJA", "on").strip().lower() not in _OFF:
     for _step in (remember_jinja_builtins, shallow_template_lookup):
         with contextlib.suppress(Exception):  # without it, Ansible does what it always does
             _step()
-    if cache_dir() is not None:
-        try:
-            _PROBLEM = enable()
-        except Exception as e:  # without the cache, Ansible compiles as it always does
-            Environment.compile = _original_compile
-            _PROBLEM = f"off: {e!r}"
+    try:
+        _PROBLEM = enable()
+    except Exception as e:  # without the cache, Ansible compiles as it always does
+        Environment.compile = _original_compile
+        _PROBLEM = f"off: {e!r}"
 
 
 class CallbackModule(CallbackBase):
