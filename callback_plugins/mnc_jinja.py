@@ -214,7 +214,9 @@ def compile_cached(self, source, name=None, filename=None, raw=False, defer_init
         return _original_compile(self, source, name, filename, raw, defer_init)
     key = cache_key(self, source, name, filename, defer_init)
     code = _memory.get(key)
-    if code is None and _state["dir"]:
+    if code is not None:
+        return code
+    if _state["dir"]:
         code = _read(os.path.join(_state["dir"], key))
     if code is None:
         code = _original_compile(self, source, name, filename, raw, defer_init)
@@ -290,16 +292,13 @@ def enable() -> str | None:
     if problem:
         return f"not using the disk cache: {problem} (memory only)"
     _state["dir"] = path
-    names = [n for n in os.listdir(path) if len(n) == 64]
-    if len(names) > MAX_ENTRIES:
-        for n in os.listdir(path):
+    # Entries are read when a template needs them (the controller's before it forks, so the
+    # workers inherit those), not all at start: most ansible runs use a few of them.
+    names = os.listdir(path)
+    if sum(len(n) == 64 for n in names) > MAX_ENTRIES:
+        for n in names:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(path, n))
-        return None
-    for n in names:
-        code = _read(os.path.join(path, n))
-        if code is not None:
-            _memory[n] = code
     return None
 
 
