@@ -9,8 +9,9 @@
 #   6. site.yml again, which must report changed=0 (timed; a run that
 #      changes or fails anything stops the benchmark)
 # and the sandbox is destroyed (also on failure or Ctrl-C). Every timed run's
-# events are kept (ansible.posix.jsonl); scripts/scale_bench.py counts the
-# tasks per node and the slowest tasks, and writes the table (scale.md) and
+# events are kept (ansible.posix.jsonl) with its CPU time (the controller's,
+# each node's); scripts/scale_bench.py counts the tasks per node and the
+# slowest tasks, and writes the table (scale.md) and
 # the picture (scale.png, time vs N) under reports/scale-<UTC time>/.
 #
 #   scripts/scale-bench.sh                 N = 1 3 8 16, 0.5 CPU per node
@@ -114,29 +115,54 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The CPU time each node of the sandbox has used since it started, one
+# "name seconds" line per node: its container's cgroup (v1 cpuacct, or v2
+# cpu.stat), so everything the node ran counts (modules, sshd, sudo, mpiexec).
+node_cpu() {
+    podman ps -q --filter "label=$label" | xargs -r podman inspect --format '{{.Name}} {{.State.CgroupPath}}' |
+        while read -r name path; do
+            if [ -r "/sys/fs/cgroup/cpuacct$path/cpuacct.usage" ]; then
+                echo "$name $(awk '{ print $1 / 1e9 }' "/sys/fs/cgroup/cpuacct$path/cpuacct.usage")"
+            elif [ -r "/sys/fs/cgroup$path/cpu.stat" ]; then
+                echo "$name $(awk '$1 == "usage_usec" { print $2 / 1e6 }' "/sys/fs/cgroup$path/cpu.stat")"
+            fi
+        done
+}
+
 # One ansible-playbook run with its events in a log; prints a line a minute
-# while it runs (the task it is at) so a long converge shows progress.
+# while it runs (the task it is at) so a long converge shows progress. Its
+# CPU time is kept too: the controller's (ansible-playbook and every process
+# it waited for: workers, ssh clients; bash's `times` in the subshell) and
+# each node's (node_cpu before and after).
 export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 play() {  # N, run name, then the ansible-playbook arguments
     local n=$1 run=$2; shift 2
     local log="$out/logs/n$n-$run.jsonl" start end status=0
+    local cpu="$out/logs/n$n-$run.cpu"
     say "N=$n: ${run} ..."
+    node_cpu > "$cpu.nodes-before"
     start=$(date +%s.%N)
     ( while sleep 60; do
           say "N=$n: ${run} still running, at: $(tail -c 65536 "$log" 2>/dev/null | grep -o '"name":"[^"]*"' | tail -n 1 | cut -d'"' -f4)"
       done ) &
     watcher=$!
     # Only the jsonl callback (profile_tasks and timer would print into its stream).
-    ANSIBLE_STDOUT_CALLBACK=ansible.posix.jsonl ANSIBLE_CALLBACKS_ENABLED=ansible.posix.jsonl \
-        ansible-playbook "$@" > "$log" 2> "$out/logs/n$n-$run.stderr" || status=$?
+    ( rc=0
+      ANSIBLE_STDOUT_CALLBACK=ansible.posix.jsonl ANSIBLE_CALLBACKS_ENABLED=ansible.posix.jsonl \
+          ansible-playbook "$@" > "$log" 2> "$out/logs/n$n-$run.stderr" || rc=$?
+      times > "$cpu.controller"
+      exit $rc ) || status=$?
     kill "$watcher" 2> /dev/null || true
     wait "$watcher" 2> /dev/null || true
     watcher=""
     end=$(date +%s.%N)
+    node_cpu > "$cpu.nodes-after"
     local expect=()
     [ "$run" != noop ] || expect=(--expect-unchanged)
     python3 scripts/scale_bench.py record --log "$log" --run "$run" --n "$n" --cpus "$cpus" \
-        --wall "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "${expect[@]}" "$results" || { [ "$status" -ne 0 ] || status=1; }
+        --wall "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" \
+        --controller-cpu "$cpu.controller" --node-cpu "$cpu.nodes-before" "$cpu.nodes-after" \
+        "${expect[@]}" "$results" || { [ "$status" -ne 0 ] || status=1; }
     if [ "$status" -ne 0 ]; then
         say "N=$n: ${run} FAILED (exit $status); log: $log, stderr: $out/logs/n$n-$run.stderr"
         tail -n 20 "$out/logs/n$n-$run.stderr" >&2 || true

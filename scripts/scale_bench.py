@@ -14,10 +14,20 @@ such a log this module takes:
   changed          each host's changed count from the recap, and which tasks
                    changed (a no-op run must have none)
 
+and, from what the shell script measured around the run:
+
+  controller CPU   user + system seconds of ansible-playbook and the processes
+                   it waited for (bash's `times` in the subshell that ran it)
+  node CPU         each node's container's CPU seconds during the run (its
+                   cgroup's counter before and after): the table shows the mean
+                   over the nodes and the busiest one, so work that grows with
+                   N on every node, or on one (a launcher), shows there
+
 Subcommands (the shell script calls them; only the standard library is
 needed, and matplotlib for the PNG):
 
-  record  --log LOG --run NAME --n N --wall S [--cpus C] [--expect-unchanged] RESULTS
+  record  --log LOG --run NAME --n N --wall S [--cpus C] [--controller-cpu TIMES]
+          [--node-cpu BEFORE AFTER] [--expect-unchanged] RESULTS
           summarize one run, append it to RESULTS (JSON lines), print one
           line; exit 1 when --expect-unchanged and something changed or failed
   report  RESULTS OUTDIR
@@ -157,6 +167,53 @@ def summarize(parsed: dict) -> dict:
     }
 
 
+def controller_cpu(text: str) -> float:
+    """bash's `times` (the shell's own line, then its children's: "0m1.500s 0m0.250s")
+    -> the children's user + system seconds."""
+    lines = [x.split() for x in text.splitlines() if x.strip()]
+    if len(lines) != 2 or any(len(x) != 2 for x in lines):
+        raise ValueError(f"not the output of bash's times: {text!r}")
+    total = 0.0
+    for field in lines[1]:
+        m = re.fullmatch(r"(\d+)m(\d+(?:\.\d+)?)s", field)
+        if not m:
+            raise ValueError(f"not the output of bash's times: {text!r}")
+        total += int(m.group(1)) * 60 + float(m.group(2))
+    return round(total, 2)
+
+
+def node_cpu(before: str, after: str) -> dict[str, float]:
+    """Two readings of "name seconds" lines -> each node's CPU seconds in between
+    (a node in one reading only, or whose counter went back -- restarted -- is left out)."""
+    def read(text):
+        out = {}
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                out[parts[0]] = float(parts[1])
+        return out
+    a, b = read(before), read(after)
+    return {h: round(b[h] - a[h], 2) for h in sorted(a.keys() & b.keys()) if b[h] >= a[h]}
+
+
+def cpu_floor(r: dict) -> float | None:
+    """The shortest wall time the host could give the run: all its CPU seconds (the
+    controller's and every node's) over the host's CPUs. A wall time near it means the
+    run waited for the host's CPUs, not for anything the code does in sequence."""
+    nodes, ctl, cpus = r.get("node_cpu_s"), r.get("controller_cpu_s"), r.get("host_cpus")
+    if not nodes or ctl is None or not cpus:
+        return None
+    return (ctl + sum(nodes.values())) / cpus
+
+
+def _cpu_cells(r: dict) -> tuple[str, str, str]:
+    nodes = r.get("node_cpu_s") or {}
+    node = (f"{sum(nodes.values()) / len(nodes):.1f} / {max(nodes.values()):.1f}" if nodes else "-")
+    ctl = r.get("controller_cpu_s")
+    floor = cpu_floor(r)
+    return node, ("-" if ctl is None else f"{ctl:.1f}"), ("-" if floor is None else f"{floor:.1f}")
+
+
 def ratios(records: list[dict], reference: int = REFERENCE_N) -> dict[tuple[int, str], float | None]:
     """(N, run) -> wall time / the same run's wall time at N = reference (None without one)."""
     ref = {r["run"]: r["wall_s"] for r in records if r["n"] == reference}
@@ -178,11 +235,15 @@ def markdown(records: list[dict]) -> str:
         f"Host: {records[0].get('host_cpus', '?')} CPUs when it ran. "
         "Tasks and loop items per node: the busiest node. "
         f"Ratio: wall time over the same run's at N = {REFERENCE_N}. "
+        "Node CPU: CPU seconds a node's container used during the run, mean over the nodes / "
+        "the busiest node. Controller CPU: ansible-playbook's user + system seconds (its "
+        "workers and ssh clients included). CPU floor: the controller's and all nodes' CPU "
+        "seconds over the host's CPUs, the shortest wall time this host could give the run. "
         "Load: the host's 1-minute load average at the end of the run.",
         "",
-        f"| N | run | wall (s) | ratio to N={REFERENCE_N} | tasks per node | loop items per node | load | "
-        "five slowest tasks (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| N | run | wall (s) | ratio to N={REFERENCE_N} | tasks per node | loop items per node | "
+        "node CPU (s) | controller CPU (s) | CPU floor (s) | load | five slowest tasks (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         q = ratio[(r["n"], r["run"])]
@@ -190,13 +251,15 @@ def markdown(records: list[dict]) -> str:
         out.append(
             f"| {r['n']} | {TITLES[r['run']]} | {r['wall_s']:.1f} | {'-' if q is None else f'{q:.2f}x'} | "
             f"{_busiest(r['tasks_per_node'])} | {_busiest(r['items_per_node'])} | "
-            f"{r.get('load', '-')} | {slow} |"
+            f"{' | '.join(_cpu_cells(r))} | {r.get('load', '-')} | {slow} |"
         )
     other = [r for r in records if r["run"] not in TABLED]
     if other:
         out += ["", "Other steps (not the benchmark's subject):", ""]
-        out += ["| N | step | wall (s) |", "|---|---|---|"]
-        out += [f"| {r['n']} | {TITLES.get(r['run'], r['run'])} | {r['wall_s']:.1f} |" for r in other]
+        out += ["| N | step | wall (s) | node CPU (s) | controller CPU (s) | CPU floor (s) |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {r['n']} | {TITLES.get(r['run'], r['run'])} | {r['wall_s']:.1f} | "
+                f"{' | '.join(_cpu_cells(r))} |" for r in other]
     return "\n".join(out) + "\n"
 
 
@@ -206,20 +269,36 @@ def plot(records: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, (ax, cx) = plt.subplots(1, 2, figsize=(11, 4.2))
     cpus = ", ".join(sorted({str(r.get("cpus") or "no cap") for r in records}))
-    for run in TABLED:
-        points = sorted((r["n"], r["wall_s"]) for r in records if r["run"] == run)
-        if points:
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=TITLES[run])
-    ax.set_xticks(sorted({r["n"] for r in records}))
-    ax.set_xlabel("nodes (N)")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for run, colour in zip(TABLED, colours, strict=False):
+        runs = sorted((r for r in records if r["run"] == run), key=lambda r: r["n"])
+        if runs:
+            ax.plot([r["n"] for r in runs], [r["wall_s"] for r in runs], marker="o", color=colour,
+                    label=TITLES[run])
+        nodes = [(r["n"], sum(r["node_cpu_s"].values()) / len(r["node_cpu_s"])) for r in runs
+                 if r.get("node_cpu_s")]
+        if nodes:
+            cx.plot([p[0] for p in nodes], [p[1] for p in nodes], marker="o", color=colour,
+                    label=f"{TITLES[run]}: a node")
+        ctl = [(r["n"], r["controller_cpu_s"] / r["n"]) for r in runs
+               if r.get("controller_cpu_s") is not None]
+        if ctl:
+            cx.plot([p[0] for p in ctl], [p[1] for p in ctl], marker="s", linestyle="--", color=colour,
+                    label=f"{TITLES[run]}: controller / N")
+    ax.set_title(f"wall time ({cpus} CPU per node)")
     ax.set_ylabel("wall time (s)")
-    ax.set_title(f"mncluster scale benchmark ({cpus} CPU per node)")
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    if ax.get_lines():
-        ax.legend()
+    cx.set_title("CPU time per node")
+    cx.set_ylabel("CPU seconds")
+    for a in (ax, cx):
+        a.set_xticks(sorted({r["n"] for r in records}))
+        a.set_xlabel("nodes (N)")
+        a.set_ylim(bottom=0)
+        a.grid(True, alpha=0.3)
+        if a.get_lines():
+            a.legend(fontsize="small")
+    fig.suptitle("mncluster scale benchmark")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -304,10 +383,15 @@ def cmd_record(a) -> int:
         s = summarize(parse_log(f))
     record = {"n": a.n, "run": a.run, "wall_s": round(a.wall, 1), "cpus": a.cpus, "load": _load(),
               "host_cpus": os.cpu_count(), "log": str(a.log), **s}
+    if a.controller_cpu:
+        record["controller_cpu_s"] = controller_cpu(a.controller_cpu.read_text())
+    if a.node_cpu:
+        record["node_cpu_s"] = node_cpu(a.node_cpu[0].read_text(), a.node_cpu[1].read_text())
     with open(a.results, "a") as f:
         f.write(json.dumps(record, sort_keys=True) + "\n")
     print(f"  {TITLES.get(a.run, a.run)} at N={a.n}: {a.wall:.1f} s, tasks per node "
-          f"{_busiest(s['tasks_per_node'])}, changed {sum(s['changed'].values())}, load {record['load']}")
+          f"{_busiest(s['tasks_per_node'])}, changed {sum(s['changed'].values())}, node CPU (mean / busiest) "
+          f"{' s, controller CPU '.join(_cpu_cells(record)[:2])} s, load {record['load']}")
     if a.expect_unchanged:
         bad = []
         if not s["complete"]:
@@ -358,6 +442,9 @@ def main(argv=None) -> int:
     r.add_argument("--n", type=int, required=True)
     r.add_argument("--wall", type=float, required=True)
     r.add_argument("--cpus", default="")
+    r.add_argument("--controller-cpu", type=Path, help="bash's `times` output of the subshell that ran it")
+    r.add_argument("--node-cpu", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
+                   help='"name seconds" lines per node, read before and after the run')
     r.add_argument("--expect-unchanged", action="store_true")
     r.add_argument("results", type=Path)
     r.set_defaults(func=cmd_record)

@@ -178,3 +178,37 @@ def test_profile_accounts_for_the_whole_run_by_role_and_play():
         assert abs(sum(float(r[3]) for r in rows) - span) < 0.05 * len(rows) + 0.1
     slowest = text.split("| slowest slots | role | module | seconds |")[1].splitlines()[2]
     assert slowest.startswith("| chainer : Run the ChainerMN smoke test on 2 ranks (naive) | chainer |")
+
+
+def test_cpu_readings():
+    """The controller's CPU is the children's line of bash's `times`; a node's is the
+    difference of its cgroup counter, only where both readings have it and it did not go back."""
+    assert sb.controller_cpu("0m0.010s 0m0.020s\n1m2.500s 0m3.250s\n") == 65.75
+    for bad in ("", "0m1.0s 0m2.0s\n", "0m1s 0m2s\nx y\n"):
+        with pytest.raises(ValueError, match="times"):
+            sb.controller_cpu(bad)
+    before = "mnc-scale1 10.5\nmnc-scale2 20\nmnc-scale3 30\n"
+    after = "mnc-scale1 14.25\nmnc-scale2 1.5\nmnc-scale4 9\n"
+    assert sb.node_cpu(before, after) == {"mnc-scale1": 3.75}
+
+
+def test_record_keeps_the_cpu_time_and_the_report_shows_it(tmp_path):
+    results = tmp_path / "results.jsonl"
+    log = tmp_path / "noop.jsonl"
+    log.write_text("\n".join(lines("noop")) + "\n")
+    (tmp_path / "times").write_text("0m0.100s 0m0.050s\n0m30.500s 0m20.250s\n")
+    (tmp_path / "before").write_text("mnc-scale1 100.0\nmnc-scale2 50.0\n")
+    (tmp_path / "after").write_text("mnc-scale1 112.0\nmnc-scale2 58.0\n")
+    for n in (3, 16):
+        assert sb.main(["record", "--log", str(log), "--run", "noop", "--n", str(n), "--wall", "40",
+                        "--controller-cpu", str(tmp_path / "times"),
+                        "--node-cpu", str(tmp_path / "before"), str(tmp_path / "after"), str(results)]) == 0
+    r = sb.read_records(results)[0]
+    assert r["controller_cpu_s"] == 50.75
+    assert r["node_cpu_s"] == {"mnc-scale1": 12.0, "mnc-scale2": 8.0}
+    assert sb.main(["report", str(results), str(tmp_path / "out")]) == 0
+    row = next(x for x in (tmp_path / "out" / "scale.md").read_text().splitlines() if x.startswith("| 16 |"))
+    # node CPU: the mean over the nodes / the busiest; the controller's; the floor on this
+    # host: (50.75 + 12 + 8) s over the host's CPUs
+    host_cpus = os.cpu_count()
+    assert row.split(" | ")[6:9] == ["10.0 / 12.0", "50.8", f"{70.75 / host_cpus:.1f}"]
