@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
 ROOT = Path(__file__).resolve().parents[3]
@@ -154,6 +155,23 @@ def test_bond_rendered_validated_and_not_applied(host):
     # The staged file passes the real tool (netplan generate / ifquery + ifup --no-act).
     ok = host.run(f"{VALIDATOR} --renderer {r} --bond bond0 {STAGED[r]}")
     assert ok.rc == 0, ok.stderr
+
+
+def test_the_peer_ping_pings_every_peer_in_one_run(host):
+    """bonding's peer check (tasks/verify.yml, after a bond goes live; the containers have none)
+    is one script for all peers: its real text, run on a node through eth0, gives one line per
+    peer, ok for the nodes and FAILED for an address nobody answers."""
+    tasks = yaml.safe_load((ROOT / "roles" / "bonding" / "tasks" / "verify.yml").read_text())
+    script = next(t for t in tasks if t["name"] == "Ping every peer over the private network")
+    script = script["vars"]["__bonding_ping_script"]
+    me = host.backend.hostname
+    peers = [ip for name, ip in NODES.items() if name != me] + ["10.89.78.250"]
+    quoted = "'" + script.replace("'", "'\\''") + "'"
+    out = host.run(f"bash -c {quoted} ping eth0 {' '.join(peers)}")
+    assert out.rc == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == sorted(
+        [f"ok {ip}" for ip in peers[:-1]] + ["FAILED 10.89.78.250"]
+    ), out.stdout
 
 
 @pytest.mark.parametrize(
