@@ -157,21 +157,49 @@ def test_bond_rendered_validated_and_not_applied(host):
     assert ok.rc == 0, ok.stderr
 
 
+def _task_script(role_file: str, task: str, var: str) -> str:
+    """A task's shell script (a vars entry), as the role has it, quoted for ``host.run``."""
+    tasks = yaml.safe_load((ROOT / "roles" / role_file).read_text())
+    script = next(t for t in tasks if t["name"] == task)["vars"][var]
+    return "'" + script.replace("'", "'\\''") + "'"
+
+
+# An address on the scenario's network that no container has.
+NOBODY = "10.89.78.250"
+
+
 def test_the_peer_ping_pings_every_peer_in_one_run(host):
     """bonding's peer check (tasks/verify.yml, after a bond goes live; the containers have none)
     is one script for all peers: its real text, run on a node through eth0, gives one line per
     peer, ok for the nodes and FAILED for an address nobody answers."""
-    tasks = yaml.safe_load((ROOT / "roles" / "bonding" / "tasks" / "verify.yml").read_text())
-    script = next(t for t in tasks if t["name"] == "Ping every peer over the private network")
-    script = script["vars"]["__bonding_ping_script"]
-    me = host.backend.hostname
-    peers = [ip for name, ip in NODES.items() if name != me] + ["10.89.78.250"]
-    quoted = "'" + script.replace("'", "'\\''") + "'"
-    out = host.run(f"bash -c {quoted} ping eth0 {' '.join(peers)}")
+    script = _task_script("bonding/tasks/verify.yml", "Ping every peer over the private network",
+                          "__bonding_ping_script")
+    peers = [ip for name, ip in NODES.items() if name != host.backend.hostname]
+    out = host.run(f"bash -c {script} ping eth0 {' '.join([*peers, NOBODY])}")
     assert out.rc == 0, out.stderr
-    assert sorted(out.stdout.splitlines()) == sorted(
-        [f"ok {ip}" for ip in peers[:-1]] + ["FAILED 10.89.78.250"]
-    ), out.stdout
+    assert sorted(out.stdout.splitlines()) == sorted([f"ok {ip}" for ip in peers] + [f"FAILED {NOBODY}"])
+
+
+def test_the_key_scan_and_the_logins_report_every_peer(host):
+    """ssh_mesh's key scan (scanned again for an address that gave no key, up to three tries)
+    and its login check (a login sshd closed early tried again; other errors at once): their
+    real scripts on a node, with an address nobody answers among the peers, end and report
+    each peer: every node's key and login, no key and one FAILED line for the silent address."""
+    if host.backend.hostname != "mnc-wiring-2":
+        pytest.skip("runs once, against its node")
+    scan = _task_script("ssh_mesh/tasks/known_hosts.yml",
+                        "Scan every peer's host key over the private network", "__ssh_mesh_scan_script")
+    out = host.run(f"bash -c {scan} scan 1 ed25519 {' '.join([*NODES.values(), NOBODY])}")
+    assert out.rc == 0, out.stderr
+    assert sorted(line.split()[0] for line in out.stdout.splitlines()) == sorted(NODES.values()), out.stdout
+    login = _task_script("ssh_mesh/tasks/verify.yml",
+                         "Log in to every node over the private network without a prompt",
+                         "__ssh_mesh_login_script")
+    out = host.run(f"sudo -u {USER} bash -c {login} login {NOBODY} {' '.join(NODES.values())}")
+    assert out.rc == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert sorted(lines[1:]) == sorted(f"ok {ip} {name}" for name, ip in NODES.items()), out.stdout
+    assert lines[0].startswith(f"FAILED {NOBODY} "), out.stdout
 
 
 @pytest.mark.parametrize(
