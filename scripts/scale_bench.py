@@ -269,7 +269,7 @@ def plot(records: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, cx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax, cx) = plt.subplots(1, 2, figsize=(11, 5.6))
     cpus = ", ".join(sorted({str(r.get("cpus") or "no cap") for r in records}))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for run, colour in zip(TABLED, colours, strict=False):
@@ -297,7 +297,8 @@ def plot(records: list[dict], path: Path) -> None:
         a.set_ylim(bottom=0)
         a.grid(True, alpha=0.3)
         if a.get_lines():
-            a.legend(fontsize="small")
+            # below the axes: the lines stay readable wherever they run
+            a.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.suptitle("mncluster scale benchmark")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
