@@ -206,9 +206,14 @@ def cpu_floor(r: dict) -> float | None:
     return (ctl + sum(nodes.values())) / cpus
 
 
+def _node_cpu_mean(r: dict) -> float | None:
+    nodes = r.get("node_cpu_s")
+    return sum(nodes.values()) / len(nodes) if nodes else None
+
+
 def _cpu_cells(r: dict) -> tuple[str, str, str]:
-    nodes = r.get("node_cpu_s") or {}
-    node = (f"{sum(nodes.values()) / len(nodes):.1f} / {max(nodes.values()):.1f}" if nodes else "-")
+    mean = _node_cpu_mean(r)
+    node = "-" if mean is None else f"{mean:.1f} / {max(r['node_cpu_s'].values()):.1f}"
     ctl = r.get("controller_cpu_s")
     floor = cpu_floor(r)
     return node, ("-" if ctl is None else f"{ctl:.1f}"), ("-" if floor is None else f"{floor:.1f}")
@@ -277,8 +282,7 @@ def plot(records: list[dict], path: Path) -> None:
         if runs:
             ax.plot([r["n"] for r in runs], [r["wall_s"] for r in runs], marker="o", color=colour,
                     label=TITLES[run])
-        nodes = [(r["n"], sum(r["node_cpu_s"].values()) / len(r["node_cpu_s"])) for r in runs
-                 if r.get("node_cpu_s")]
+        nodes = [(r["n"], _node_cpu_mean(r)) for r in runs if r.get("node_cpu_s")]
         if nodes:
             cx.plot([p[0] for p in nodes], [p[1] for p in nodes], marker="o", color=colour,
                     label=f"{TITLES[run]}: a node")
