@@ -6,10 +6,11 @@ its links and runs none of its programs. A static lint over every task file in
 roles/: a task that writes, creates, chowns or templates a path under the MPI
 user's home, or runs a program of the user's (the virtualenv's python, pyenv),
 runs as that user (`become_user`, or `runuser` in its command; roles/openmpi's conflict scan gets
-the user in MNC_PYTHON_USER). A task whose
-`become_user` is an expression passes (common's work directory and PYENV_ROOT:
-as the user under the home, as root elsewhere). What may stay as root is listed
-below, each with the reason.
+the user in MNC_PYTHON_USER). A `become_user` expression that can come out as root
+(`{{ user if ... else 'root' }}`) counts as root: that shape once let root chown a link's
+target (common's work directory outside the home). Root makes a directory for the user
+outside the home only through `mnc_user_dir`, which follows no link the user could have
+planted (library/mnc_user_dir.py). What may stay as root is listed below, each with the reason.
 
 Also: no role defaults a path to world-writable /tmp or /var/tmp (root's
 scratch is root's own, mode 0700: roles/artifacts build_check).
@@ -112,7 +113,8 @@ def findings(paths: list[Path] | None = None, base: Path = ROOT / "roles") -> li
             if mod is None or (rel, name) in ALLOWED:
                 continue
             short, args = mod
-            as_user = user is not None and str(user).strip() not in ("root", "")
+            as_user = (user is not None and str(user).strip() not in ("root", "")
+                       and "root" not in str(user))  # an expression that may yield root is root
             if short in ("include_role", "import_role"):
                 why = _artifacts_as_root(task, args)
                 if why:
@@ -219,6 +221,16 @@ LINT_CASES = {
             "environment": {"LIVE": "{{ __pyenv_live }}"},
         },
         True,
+    ),
+    "expression-that-may-be-root": (
+        {"name": "t", "mnc_file": {"path": "{{ mnc_work_dir }}", "state": "directory"},
+         "become": True, "become_user": "{{ mnc_mpi_user if x else 'root' }}"},
+        True,
+    ),
+    "user-dir-module-as-root": (
+        {"name": "t",
+         "mnc_user_dir": {"path": "{{ mnc_work_dir }}", "owner": "u", "group": "u", "mode": "0755"}},
+        False,
     ),
     "root-path": ({"name": "t", "ansible.builtin.file": {"path": "/etc/x", "state": "directory"}}, False),
     "explicit-root": (

@@ -303,3 +303,33 @@ def test_links_planted_in_the_work_directory_are_not_followed_by_root(host, tmp_
     finally:
         links = " ".join(f"/home/mpiuser/mncluster/{name}" for name in PLANTED)
         _sh(f"rm -f {links}; rm -rf {VICTIM} /usr/local/lib/mncluster")
+
+
+CANARY = "/opt/mnc-canary"
+CANARY_STATE = f"stat -c '%n %U:%G %a' {CANARY} {CANARY}/*; sha256sum {CANARY}/*"
+
+
+@pytest.mark.battery("link: a work directory outside the home planted by the MPI user to a root directory",
+                     bound_s=600)  # fmt: skip
+def test_a_work_directory_link_outside_the_home_is_refused_and_its_target_unchanged(host, tmp_path):
+    """Issue 38, item 1, as the issue reproduced it: the MPI user makes /scratch/mpiuser/mncluster a
+    link to a root-only directory, then base.yml runs with mnc_work_dir there. The builtin file
+    module (follow: true by default) made the target mpiuser's, mode 0755; now the run fails,
+    naming the link, and the target keeps its owner, mode and content."""
+    (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
+    inventory = [Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, tmp_path / "nodes.yml"]
+    _sh(f"install -d -o root -g root -m 0700 {CANARY} && cat > {CANARY}/secret && chmod 0600 {CANARY}/secret"
+        " && install -d -m 0755 /scratch && install -d -o mpiuser -g mpiuser -m 0755 /scratch/mpiuser",
+        stdin="root only\n")  # fmt: skip
+    _sh(f"su -s /bin/sh mpiuser -c 'ln -sfn {CANARY} /scratch/mpiuser/mncluster'")
+    before = _sh(CANARY_STATE)
+    try:
+        proc, _ = run_playbook(ROOT / "playbooks" / "base.yml", "-e", "mnc_work_dir=/scratch/mpiuser/mncluster",
+                               inventory=inventory)  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-3000:]
+        assert f"/scratch/mpiuser/mncluster is a link (owned by mpiuser, to {CANARY})" in out, out[-3000:]
+        assert _sh(CANARY_STATE) == before
+        assert before.startswith(f"{CANARY} root:root 700")
+    finally:
+        _sh(f"rm -rf /scratch {CANARY}")
