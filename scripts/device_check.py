@@ -438,7 +438,7 @@ def check_mpi_device(info: dict, mpiexec: str | None, gpu: bool) -> bool:
     return True
 
 
-# ResNet-50's fp32 gradients: the size the seed's hand analysis reduced (README).
+# ResNet-50's fp32 gradients: the size the seed's hand analysis reduced (docs/testing.md).
 L_RESNET50 = 102_228_384
 
 

@@ -1,5 +1,5 @@
 """playbooks/sandbox.yml -e sandbox_node_cpus=0.5 gives each node a CPU cap of half a core
-(what the README's 1-node vs 3-node provisioning comparison relies on). A 1-node sandbox of
+(what docs/times.md's 1-node vs 3-node provisioning comparison relies on). A 1-node sandbox of
 its own (own names, label, network, subnet, inventory directory), removed at the end."""
 
 import json
