@@ -75,7 +75,7 @@ def test_templates_say_they_are_managed(role):
 
 
 FILTER = "{{ (lookup('ansible.builtin.file', 'vars/facts.yml') | from_yaml).mnc_gather_facts_filter }}"
-# Facts that actions and modules set (not gathered): mnc_getent, openmpi_facts.
+# Facts that modules set (not gathered): getent, openmpi_facts.
 _SET_BY_TASKS = {"getent_passwd", "getent_group", "openmpi"}
 
 

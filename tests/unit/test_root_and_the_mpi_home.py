@@ -39,11 +39,10 @@ USER_PROGRAM = re.compile(
 # Modules that write, create or chown what their path names.
 WRITERS = {
     "file", "copy", "template", "blockinfile", "lineinfile", "replace", "unarchive", "get_url",
-    "openssh_keypair", "authorized_key", "known_hosts", "tempfile", "ini_file", "mnc_file", "mnc_blockinfile",
-    "mnc_write_files",
+    "openssh_keypair", "authorized_key", "known_hosts", "tempfile", "ini_file", "mnc_write_files",
 }  # fmt: skip
 WRITE_ARGS = ("path", "dest")
-RUNNERS = {"command", "shell", "script", "raw", "mnc_look", "mnc_command"}
+RUNNERS = {"command", "shell", "script", "raw"}
 
 # (role/tasks/file.yml, task name): why root may do it.
 ALLOWED = {
@@ -166,14 +165,13 @@ BASHRC = {"path": "{{ mnc_mpi_home }}/.bashrc", "block": "x"}
 AS_USER = {"become": True, "become_user": "{{ mnc_mpi_user }}"}
 LINT_CASES = {
     "bashrc-as-root": ({"name": "t", "ansible.builtin.blockinfile": BASHRC}, True),
-    "bashrc-front-as-root": ({"name": "t", "mnc_blockinfile": BASHRC}, True),
     "bashrc-as-user": ({"name": "t", "ansible.builtin.blockinfile": BASHRC, **AS_USER}, False),
     "venv-python-as-root": (
         {"name": "t", "ansible.builtin.command": {"argv": ["{{ chainer_python }}"]}},
         True,
     ),
     "dir-under-home-as-root": (
-        {"name": "t", "mnc_file": {"path": "{{ mnc_mpi_home }}/x", "state": "directory"}},
+        {"name": "t", "ansible.builtin.file": {"path": "{{ mnc_mpi_home }}/x", "state": "directory"}},
         True,
     ),
     "files-under-home-as-root": (
@@ -184,7 +182,10 @@ LINT_CASES = {
         {"name": "t", "mnc_write_files": {"files": [{"dest": "{{ __pyenv_root }}/version"}]}, **AS_USER},
         False,
     ),
-    "venv-python-look-as-root": ({"name": "t", "mnc_look": {"argv": ["{{ chainer_python }}", "-V"]}}, True),
+    "venv-python-shell-as-root": (
+        {"name": "t", "ansible.builtin.shell": {"cmd": "{{ chainer_python }} -V"}},
+        True,
+    ),
     "inherited-user": (
         {
             "name": "t",
@@ -223,7 +224,7 @@ LINT_CASES = {
         True,
     ),
     "expression-that-may-be-root": (
-        {"name": "t", "mnc_file": {"path": "{{ mnc_work_dir }}", "state": "directory"},
+        {"name": "t", "ansible.builtin.file": {"path": "{{ mnc_work_dir }}", "state": "directory"},
          "become": True, "become_user": "{{ mnc_mpi_user if x else 'root' }}"},
         True,
     ),

@@ -324,8 +324,8 @@ def test_a_work_directory_link_outside_the_home_is_refused_and_its_target_unchan
     _sh(f"su -s /bin/sh mpiuser -c 'ln -sfn {CANARY} /scratch/mpiuser/mncluster'")
     before = _sh(CANARY_STATE)
     try:
-        proc, _ = run_playbook(ROOT / "playbooks" / "base.yml", "-e", "mnc_work_dir=/scratch/mpiuser/mncluster",
-                               inventory=inventory)  # fmt: skip
+        work = "mnc_work_dir=/scratch/mpiuser/mncluster"
+        proc, _ = run_playbook(ROOT / "playbooks" / "base.yml", "-e", work, inventory=inventory)
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0, out[-3000:]
         assert f"/scratch/mpiuser/mncluster is a link (owned by mpiuser, to {CANARY})" in out, out[-3000:]
