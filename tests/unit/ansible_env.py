@@ -27,7 +27,13 @@ def repo_ansible_env(json_output: bool = True, **extra: str) -> dict:
     )
     if json_output:
         env.update(
-            ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CALLBACKS_ENABLED=""
+            ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+            ANSIBLE_STDOUT_CALLBACK="json",
+            # None of ansible.cfg's (they print to stdout, into the JSON). Empty is refused by
+            # ansible-core 2.19+; a stdout callback other than the one in use is never loaded.
+            ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.json",
+            # ansible-core 2.21+ returns a module's invocation only when asked.
+            ANSIBLE_INJECT_INVOCATION="1",
         )
     env.update(extra)
     return env

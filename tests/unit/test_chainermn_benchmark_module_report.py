@@ -195,7 +195,7 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         OMPI_ALLOW_RUN_AS_ROOT="1",
         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        ANSIBLE_CALLBACKS_ENABLED="",
+        ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default",  # none but the stdout one
         ANSIBLE_NOCOLOR="1",
     )
 
@@ -287,7 +287,8 @@ def _benchmark(tmp_path, **extra):
     }
     argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(tmp_path / "hosts.yml"),
             "playbooks/benchmark.yml", "-e", json.dumps(args)]  # fmt: skip
-    env = repo_ansible_env(json_output=False, ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACKS_ENABLED="",
+    env = repo_ansible_env(json_output=False, ANSIBLE_NOCOLOR="1",
+                           ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default",  # none but the stdout one
                            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # fmt: skip
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
 

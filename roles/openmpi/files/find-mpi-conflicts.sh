@@ -2,9 +2,10 @@
 # Managed by mncluster (roles/openmpi). Prints one line per MPI installation
 # that is not under PREFIX_ROOT and would shadow ours; prints nothing if clean.
 #   find-mpi-conflicts.sh PREFIX_ROOT PYTHON...
-# With MNC_PYTHON_USER set (and run as root), the Pythons, and ldd on what
-# they import, run as that user: a virtualenv's python and its packages are
-# the user's programs, which root never runs (ldd may run what it reads).
+# Run as root, the Pythons, and ldd on what they import, run as MNC_PYTHON_USER
+# (as nobody where it is empty or root): a virtualenv's python and its
+# packages are the user's programs, which root never runs (ldd may run what
+# it reads).
 set -u
 root="$1"; shift
 
@@ -43,8 +44,11 @@ scan_mpi4py() {
         done
     done
 }
-if [ -n "${MNC_PYTHON_USER:-}" ] && [ "$(id -u)" -eq 0 ] && [ "$MNC_PYTHON_USER" != root ]; then
-    (cd / && runuser -u "$MNC_PYTHON_USER" -- /bin/bash -c "set -u; $(declare -f ours scan_mpi4py); scan_mpi4py \"\$@\"" \
+if [ "$(id -u)" -eq 0 ]; then
+    # Root runs none of them: as MNC_PYTHON_USER, or as nobody where none (or root) is given.
+    user="${MNC_PYTHON_USER:-}"
+    if [ -z "$user" ] || [ "$user" = root ]; then user=nobody; fi
+    (cd / && runuser -u "$user" -- /bin/bash -c "set -u; $(declare -f ours scan_mpi4py); scan_mpi4py \"\$@\"" \
         scan "$root" "$@")
 else
     scan_mpi4py "$root" "$@"
