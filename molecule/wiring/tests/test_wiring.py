@@ -377,6 +377,30 @@ def test_a_bashrc_linked_to_a_root_file_is_not_followed_by_root(host):
         _sh(node, f"sed -i '{block}' {home}/.bashrc; rm -rf {left}; ldconfig")
 
 
+@pytest.mark.battery("hang: a ~/.bashrc that never returns fails the run in a bounded time, named",
+                     bound_s=300)  # fmt: skip
+def test_a_bashrc_that_hangs_fails_the_task_naming_the_node(host):
+    """Issue 38, item 7: the MPI user puts `sleep 100000` at the top of its ~/.bashrc. A task that
+    starts the user's login shell (mpi_network's ompi_info check) fails after
+    mnc_user_task_timeout, naming the node and the task; with ansible.cfg's task_timeout = 0 and
+    no timeout on the task, the run hung."""
+    node = "mnc-wiring-3"
+    if host.backend.hostname != node:
+        pytest.skip("runs once, against its node")
+    home = f"/home/{USER}"
+    plant = 'touch ~/.bashrc && cp ~/.bashrc ~/.bashrc.mnc-saved && sed -i "1i sleep 100000" ~/.bashrc'
+    _sh(node, f"su -s /bin/sh {USER} -c '{plant}'")
+    try:
+        short = "mnc_user_task_timeout=15"
+        proc, _ = playbook(SCENARIO / "user_shell_only.yml", "--limit", node, "-e", short, timeout=280)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-3000:]
+        assert "TASK [mpi_network : Check that OpenMPI reads the pinning]" in out, out[-3000:]
+        assert f"fatal: [{node}]" in out and "expected time frame (15)" in out, out[-3000:]
+    finally:
+        _sh(node, f"pkill -u {USER} -x sleep; mv {home}/.bashrc.mnc-saved {home}/.bashrc")
+
+
 @pytest.mark.parametrize(
     ("plant", "message"),
     [
