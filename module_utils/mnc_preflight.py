@@ -202,9 +202,9 @@ def shared_fs_problems(host: str, dirs, home, options, server="", nodes=None) ->
         if not d.startswith("/") or (parts != [""] and unsafe_names(parts, "name")) or ".." in parts:
             bad("mnc_shared_dirs", f"{d!r} is not an absolute directory of letters, digits and _ . - "
                                    "(it reaches /etc/exports, /etc/fstab and mount)")
-        elif norm in SHARED_FS_SYSTEM or posixpath.dirname(norm) == "/proc":
-            bad("mnc_shared_dirs", f"{d!r} is the node's own system directory; share a directory of its own "
-                                   "(e.g. /scratch or /data)")
+        elif norm in SHARED_FS_SYSTEM or any(_nested(norm, s) for s in SHARED_FS_SYSTEM if s != "/"):
+            bad("mnc_shared_dirs", f"{d!r} is (or is inside) the node's own system directory; share a "
+                                   "directory of its own (e.g. /scratch, /data or /srv/<name>)")
         elif _nested(norm, home) or _nested(home, norm):
             bad("mnc_shared_dirs", f"{d!r} holds or is inside the MPI user's home {home}: "
                                    "shared_fs cannot serve the home (it mounts after the base and python "
@@ -227,9 +227,19 @@ def shared_fs_problems(host: str, dirs, home, options, server="", nodes=None) ->
     if unknown:
         bad("shared_fs_export_options", f"{', '.join(repr(o) for o in unknown)}: not an exports(5) option "
                                         f"(known: {' '.join(sorted(SHARED_FS_OPTIONS))})")
-    if "no_root_squash" in [o.strip() for o in options.split(",")]:
+    opts = [o.strip() for o in options.split(",")]
+    if "no_root_squash" in opts:
         bad("shared_fs_export_options", "no_root_squash would make root on every node root on the share; "
                                         "mncluster writes users' files as the user, root_squash is enough")
+    # Squashing to uid or gid 0 undoes root_squash (and all_squash makes everyone that).
+    for o in opts:
+        key, _, value = o.partition("=")
+        if key in ("anonuid", "anongid") and value.strip().lstrip("0") == "" and value.strip():
+            bad("shared_fs_export_options", f"{o}: squashed requests would act as root (uid or gid 0) "
+                                            "on the share; leave anonuid/anongid unset (nobody)")
+    if "insecure" in opts:
+        bad("shared_fs_export_options", "insecure accepts requests from unprivileged ports: any user on a "
+                                        "client could speak NFS as any uid; leave it out (secure)")
     return out
 
 

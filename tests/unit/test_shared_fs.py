@@ -120,6 +120,37 @@ def test_the_mpiio_row_is_in_the_table_only_where_something_is_shared():
     ],
 )
 def test_shared_directory_rules(dirs, options, expect):
+    _judge(dirs, options, expect)
+
+
+def _battery(case):
+    return pytest.mark.battery(f"preflight: {case} (root squash undone, or a system directory shared)")
+
+
+@pytest.mark.parametrize(
+    ("dirs", "options", "expect"),
+    [
+        pytest.param(["/scratch"], "rw,root_squash,anonuid=0", "anonuid=0: squashed requests would act",
+                     marks=_battery("anonuid=0")),
+        pytest.param(["/scratch"], "rw,anongid=00", "anongid=00: squashed requests would act as root",
+                     marks=_battery("anongid=00")),
+        pytest.param(["/scratch"], "rw,all_squash,anonuid=0,anongid=0", "anonuid=0: squashed requests",
+                     marks=_battery("all_squash,anonuid=0")),
+        pytest.param(["/scratch"], "rw,insecure", "insecure accepts requests from unprivileged ports",
+                     marks=_battery("insecure")),
+        pytest.param(["/var/lib"], "rw", "the node's own system directory", marks=_battery("/var/lib")),
+        pytest.param(["/usr/local"], "rw", "the node's own system directory", marks=_battery("/usr/local")),
+        pytest.param(["/etc/munge"], "rw", "the node's own system directory", marks=_battery("/etc/munge")),
+        (["/scratch"], "rw,all_squash,anonuid=2000,anongid=2000", None),
+        (["/srv/data"], "rw", None),
+    ],
+)  # fmt: skip
+def test_root_squash_cannot_be_undone_and_no_system_directory_is_shared(dirs, options, expect):
+    """Issue 38, item 4: these passed preflight."""
+    _judge(dirs, options, expect)
+
+
+def _judge(dirs, options, expect):
     problems = mnc_preflight.shared_fs_problems("n1", dirs, "/home/mpiuser", options)
     if expect is None:
         assert problems == []
@@ -152,7 +183,7 @@ def test_preflight_reads_the_shared_directory_rules_from_the_inventory():
 def test_the_role_alone_refuses_a_server_that_is_not_a_node(tmp_path):
     """The role's first task is preflight's rule: run on its own (no site.yml, no preflight), a
     shared_fs_server outside mnc_nodes fails the play before a package, directory or file is made."""
-    shared = tmp_path / "scratch"
+    shared = Path(f"/srv/mnc-test-{tmp_path.name}")  # not under /tmp: a system directory
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"mnc_nodes": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
@@ -161,7 +192,7 @@ def test_the_role_alone_refuses_a_server_that_is_not_a_node(tmp_path):
     play.write_text("- hosts: mnc_nodes\n  gather_facts: false\n  roles: [shared_fs]\n")
     proc, _ = run_playbook(play, inventory=inventory, timeout=120)
     assert proc.returncode != 0
-    refusal = "shared_fs: localhost: shared_fs_server: 'nfs01' is not a node of mnc_nodes"
+    refusal = "localhost: shared_fs_server: 'nfs01' is not a node of mnc_nodes"
     assert refusal in proc.stdout, proc.stdout[-3000:]
     assert "Nothing was changed" in proc.stdout
     assert "changed=0" in proc.stdout
