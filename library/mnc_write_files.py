@@ -39,6 +39,13 @@ options:
         description: Mode of the file, octal as a string (C("0644")).
         type: str
         default: "0644"
+      backup:
+        description:
+          - Before replacing an existing file whose content differs, keep a copy of it next to it, named as
+            the builtin modules' C(backup) option names theirs (C(<dest>.<pid>.<date>@<time>~)), for a file
+            the site may have written (a C(slurm.conf)), so that nothing it wrote is lost.
+        type: bool
+        default: false
   dir_mode:
     description: Mode of the parent directories it creates.
     type: str
@@ -59,6 +66,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+backup_files:
+  description: The copies kept of replaced files (C(backup)), one per file that had one made.
+  returned: always
+  type: list
+  elements: str
 changed_files:
   description: The files that were (or, in check mode, would be) replaced.
   returned: always
@@ -121,8 +133,10 @@ def _write(dest, data, mode):
         raise
 
 
-def run(files, dir_mode_text, check_mode=False):
-    """Compare and write; returns (changed_files, diffs). Raises ValueError on bad input."""
+def run(files, dir_mode_text, check_mode=False, backup=None):
+    """Compare and write; returns (changed_files, diffs, backup_files). ``backup(path)`` copies a
+    file aside and returns the copy's path (AnsibleModule.backup_local). Raises ValueError on bad
+    input."""
     dir_mode = _mode(dir_mode_text, "dir_mode")
     plan = []
     seen = set()
@@ -135,9 +149,10 @@ def run(files, dir_mode_text, check_mode=False):
         seen.add(dest)
         if item.get("content") is None:
             raise ValueError(f"{dest}: content is required")
-        plan.append((dest, str(item["content"]).encode("utf-8"), _mode(item.get("mode") or "0644", dest)))
-    changed, diffs = [], []
-    for dest, data, mode in plan:
+        plan.append((dest, str(item["content"]).encode("utf-8"), _mode(item.get("mode") or "0644", dest),
+                     bool(item.get("backup"))))
+    changed, diffs, backups = [], [], []
+    for dest, data, mode, keep in plan:
         before, before_mode = _current(dest)
         if before == data and before_mode == mode:
             continue
@@ -149,9 +164,11 @@ def run(files, dir_mode_text, check_mode=False):
             "after": data.decode("utf-8", "replace"),
         })  # fmt: skip
         if not check_mode:
+            if keep and before is not None and before != data and backup is not None:
+                backups.append(backup(dest))
             _make_dirs(os.path.dirname(dest), dir_mode)
             _write(dest, data, mode)
-    return changed, diffs
+    return changed, diffs, backups
 
 
 def main():
@@ -165,6 +182,7 @@ def main():
                     "dest": {"type": "path", "required": True},
                     "content": {"type": "str", "required": True},
                     "mode": {"type": "str", "default": "0644"},
+                    "backup": {"type": "bool", "default": False},
                 },
             },
             "dir_mode": {"type": "str", "default": "0755"},
@@ -172,10 +190,11 @@ def main():
         supports_check_mode=True,
     )
     try:
-        changed, diffs = run(module.params["files"], module.params["dir_mode"], module.check_mode)
+        changed, diffs, backups = run(module.params["files"], module.params["dir_mode"], module.check_mode,
+                                      module.backup_local)
     except (ValueError, OSError) as exc:
         module.fail_json(msg=f"mnc_write_files: {exc}")
-    result = {"changed": bool(changed), "changed_files": changed}
+    result = {"changed": bool(changed), "changed_files": changed, "backup_files": backups}
     if module._diff and diffs:
         result["diff"] = diffs
     module.exit_json(**result)

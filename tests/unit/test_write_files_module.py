@@ -5,6 +5,9 @@ bad input is refused before any file is written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from ansible_env import run_module
 
 
@@ -21,9 +24,6 @@ def test_files_written_once_and_a_second_run_changes_nothing(tmp_path):
     assert oct((tmp_path / "etc/lmod/openmpi").stat().st_mode & 0o7777) == "0o755"
     second = run_module("mnc_write_files", {"files": files})
     assert second["changed"] is False and second["changed_files"] == [], second
-    # The action plugin's shell look found both files as wanted: no Python module ran
-    # (a module's result carries its invocation).
-    assert "invocation" in first and "invocation" not in second, second
 
 
 def test_only_the_file_that_differs_is_replaced(tmp_path):
@@ -73,3 +73,21 @@ def test_bad_input_is_refused_before_any_file_is_written(tmp_path):
         res = run_module("mnc_write_files", {"files": [good, bad]})
         assert res.get("failed") is True and "mnc_write_files:" in res["msg"], res
         assert not (tmp_path / "good").exists()
+
+
+@pytest.mark.battery("site file: a slurm.conf the site wrote is kept as a backup when mncluster replaces it")
+def test_a_replaced_file_is_kept_as_a_backup_when_asked(tmp_path):
+    """Issue 38, item 6: a site's file (its slurm.conf) replaced by ours is kept beside it, named as
+    the builtin modules' backup names theirs; an unchanged file makes no backup."""
+    dest = tmp_path / "slurm.conf"
+    dest.write_text("# the site's own\nNodeName=gpu01 Weight=7\n")
+    files = [{"dest": str(dest), "content": "ours\n", "backup": True}]
+    first = run_module("mnc_write_files", {"files": files})
+    assert first["changed"] is True and len(first["backup_files"]) == 1, first
+    kept = first["backup_files"][0]
+    assert kept.startswith(f"{dest}.") and kept.endswith("~"), kept
+    assert "NodeName=gpu01 Weight=7" in Path(kept).read_text()
+    assert dest.read_text() == "ours\n"
+    second = run_module("mnc_write_files", {"files": files})
+    assert second["changed"] is False and second["backup_files"] == [], second
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([dest.name, Path(kept).name])
