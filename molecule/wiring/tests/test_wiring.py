@@ -90,6 +90,31 @@ def test_authorized_keys_hold_every_node(host):
     assert all(line.startswith('from="10.89.78.0/24" ') for line in mesh), mesh
 
 
+@pytest.mark.battery("stale key: a reinstalled node's old mesh key is no longer authorised", bound_s=600)
+def test_a_reinstalled_nodes_old_mesh_key_is_taken_out(host):
+    """Issue 38, item 11: a mesh key that is no node's key now (a reinstalled node's old one, with
+    the mesh's comment) stays authorised under state: present; ssh_mesh now takes it out, and a
+    key the user added itself stays."""
+    node = "mnc-wiring-1"
+    if host.backend.hostname != node:
+        pytest.skip("runs once, against its node")
+    keys = f"/home/{USER}/.ssh/authorized_keys"
+    old = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE9sZE9sZE9sZE9sZE9sZE9sZE9sZE9sZE9sZE9sZE9s"
+    own = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFVzZXJVc2VyVXNlclVzZXJVc2VyVXNlclVzZXJVc2Vy"
+    lines = f'from="10.89.78.0/24" {old} {USER}@mnc-wiring-2 (mncluster)\n{own} me@laptop\n'
+    subprocess.run(["podman", "exec", "-i", "-u", USER, node, "sh", "-c", f"cat >> {keys}"], input=lines,
+                   text=True, check=True, timeout=60)  # fmt: skip
+    try:
+        proc, _ = playbook(SCENARIO / "ssh_mesh_only.yml")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        after = _sh(node, f"cat {keys}")
+        assert old not in after and f"{own} me@laptop" in after, after
+        mesh = [line for line in after.splitlines() if line.endswith("(mncluster)")]
+        assert len(mesh) == len(NODES), mesh
+    finally:
+        _sh(node, f"su -s /bin/sh {USER} -c \"sed -i '/me@laptop$/d' {keys}\"")
+
+
 # --- mpi_hostfile -------------------------------------------------------------------------------
 
 
