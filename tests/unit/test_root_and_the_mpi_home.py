@@ -267,3 +267,18 @@ def test_no_role_defaults_a_path_to_world_writable_tmp():
             if re.match(r"^/(var/)?tmp(/|$)", value.strip()):
                 bad.append(f"{path.relative_to(ROOT)}: {value}")
     assert bad == []
+
+
+def test_every_node_play_runs_its_modules_without_the_user_site():
+    """Issue 38, item 10: a module run as the MPI user started Python with that user's site
+    directory, so a usercustomize.py it planted ran inside the module (and could add facts to
+    its result, which later stages read as root). Every play of the stage playbooks that
+    reaches a node sets PYTHONNOUSERSITE (the default scenario shows it at work)."""
+    missing = []
+    for path in sorted((ROOT / "playbooks").glob("*.yml")):
+        for play in yaml.safe_load(path.read_text()) or []:
+            if "hosts" not in play or play["hosts"] == "localhost" or path.name == "preflight.yml":
+                continue
+            if str((play.get("environment") or {}).get("PYTHONNOUSERSITE")) != "1":
+                missing.append(f"{path.name}: {play.get('name')}")
+    assert missing == []

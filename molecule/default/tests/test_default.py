@@ -333,3 +333,28 @@ def test_a_work_directory_link_outside_the_home_is_refused_and_its_target_unchan
         assert before.startswith(f"{CANARY} root:root 700")
     finally:
         _sh(f"rm -rf /scratch {CANARY}")
+
+
+@pytest.mark.battery("usercustomize: a usercustomize.py of the MPI user runs in no module of base.yml",
+                     bound_s=600)  # fmt: skip
+def test_a_usercustomize_of_the_mpi_user_runs_in_no_module(host, tmp_path):
+    """Issue 38, item 10: modules run as the MPI user (common's home check runs the command
+    module as that user) started Python with the user's site directory, where a
+    usercustomize.py it planted ran inside the module and could add ansible_facts to its
+    result, which later root stages read. The stage plays now set PYTHONNOUSERSITE."""
+    (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
+    inventory = [Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, tmp_path / "nodes.yml"]
+    site = _sh("su -s /bin/sh mpiuser -c 'python3 -m site --user-site'")
+    mark = "/tmp/mnc-usercustomize-ran"
+    _sh(f"su -s /bin/sh mpiuser -c 'mkdir -p {site} && cat > {site}/usercustomize.py'",
+        stdin=f"open('{mark}', 'a').write('ran\\n')\n")  # fmt: skip
+    _sh(f"rm -f {mark}")
+    try:
+        assert _sh(f"su -s /bin/sh mpiuser -c 'python3 -c 0'; cat {mark}") == "ran"  # the plant works
+        _sh(f"rm -f {mark}")
+        proc, _ = run_playbook(ROOT / "playbooks" / "base.yml", inventory=inventory)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        assert "Find the nodes whose token is in the MPI user's home" in proc.stdout  # ran as the user
+        assert _sh(f"test -e {mark} && echo present || echo absent") == "absent"
+    finally:
+        _sh(f"rm -f {site}/usercustomize.py {mark}")
