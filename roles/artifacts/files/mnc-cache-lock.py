@@ -17,6 +17,11 @@ for the owner), when it was taken and a random token. A lock is stale, and broke
 when its owner is on this host and no longer running, or when it is older than the timeout (the
 longest a build may take). Every step runs under an flock of <dir>/.mncluster-lock (held for
 milliseconds), so two waiters never both break one stale lock or both take a fresh one.
+Before anything, acquire refuses an entry another user could have written (--cache-root given):
+the cache root, every directory from it down to the entry, the archive and its record must be
+owned by the user running it and writable by no group or other user, since the archive's sha256
+is checked against the record next to it. A cache several users share needs one owner (a
+service account that runs every playbook) or a signed manifest, which mncluster does not make.
 Standard library only: it runs with the controller's ansible_playbook_python.
 """
 
@@ -137,6 +142,30 @@ def describe(owner: dict) -> str:
     return f"{owner.get('host', '?')} pid {owner.get('pid') or '?'} since {since:%Y-%m-%dT%H:%M:%SZ}"
 
 
+def trust_problems(root: Path, paths: list[Path], uid: int) -> list[str]:
+    """Why an entry of the cache cannot be trusted: a directory from ``root`` down, or a file of
+    ``paths``, that is owned by another user or writable by group or others (a link is not
+    followed: its own owner counts, and a link to elsewhere is refused)."""
+    out, seen = [], set()
+    for path in paths:
+        chain = [root] + [p for p in reversed(path.parents) if root in p.parents] + [path]
+        for p in chain:
+            if p in seen:
+                continue
+            seen.add(p)
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                continue
+            if os.path.islink(p) and p != root:
+                out.append(f"{p} is a link")
+            elif st.st_uid != uid:
+                out.append(f"{p} is owned by uid {st.st_uid}, not {uid} (the user running this)")
+            elif st.st_mode & 0o022:
+                out.append(f"{p} is writable by its group or others (mode {oct(st.st_mode & 0o7777)})")
+    return out
+
+
 def acquire(lock: Path, archive: Path, record: Path, timeout: float, poll: float) -> dict:
     lock.parent.mkdir(parents=True, exist_ok=True)
     host, seen, messages, waited_for = socket.gethostname(), {}, [], None
@@ -201,10 +230,21 @@ def main(argv: list[str]) -> int:
     acq.add_argument("--record", type=Path, required=True)
     acq.add_argument("--timeout", type=float, required=True)
     acq.add_argument("--poll", type=float, default=2.0)
+    acq.add_argument("--cache-root", type=Path, help="refuse an entry another user could have written")
     rel = sub.add_parser("release")
     rel.add_argument("lock", type=Path)
     rel.add_argument("--token", required=True)
     args = parser.parse_args(argv)
+    if args.cmd == "acquire" and args.cache_root:
+        entry = [args.lock.parent, args.archive, args.record]
+        problems = trust_problems(args.cache_root, entry, os.geteuid())
+        if problems:
+            print(json.dumps({"state": "refused", "messages": problems}, sort_keys=True))
+            print(f"mnc-cache-lock: the build cache entry cannot be trusted: {'; '.join(problems)}. The "
+                  "archive is checked against the record beside it, so whoever can write there chooses "
+                  "what every node runs. Use a cache only this user writes (chmod go-w, chown), or "
+                  "give each user its own (MNC_ARTIFACT_CACHE).", file=sys.stderr)
+            return 3
     if args.cmd == "acquire":
         result = acquire(args.lock, args.archive, args.record, args.timeout, args.poll)
     else:
