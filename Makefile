@@ -15,11 +15,12 @@ NODE_CPUS ?=
 SCALE_NODES ?= 1 3 8 16
 SCALE_CPUS ?= 0.5
 
-.PHONY: help venv lint unit molecule test demo scale-bench sandbox sandbox-destroy clean
+.PHONY: help venv lint unit molecule test demo scale-bench sandbox sandbox-destroy prune clean
 help:
 	@echo "make demo   - sandbox cluster of $(NODES) containers + site.yml + verify + benchmark report (through Slurm; LAUNCHER=mpiexec: mpiexec)"
 	@echo "make test   - the whole test suite (lint, pytest, molecule scenarios); what CI runs"
 	@echo "make scale-bench SCALE_NODES=\"1 3 8 16\" SCALE_CPUS=0.5 - sandboxes of N nodes: network/verify cold, no-op site.yml; table + PNG in reports/scale-*/"
+	@echo "make prune  - the controller's artifact cache and reports/: leftovers, all but the newest builds and reports"
 	@echo "make lint | unit | molecule SCENARIO=<name> | sandbox | sandbox-destroy | clean"
 
 venv:
@@ -48,6 +49,9 @@ sandbox: venv
 
 sandbox-destroy: venv
 	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_state=absent
+
+prune: venv
+	@$(ACT) ansible-playbook playbooks/prune.yml
 
 clean: sandbox-destroy
 	rm -rf reports .pytest_cache .ruff_cache
