@@ -17,8 +17,10 @@ import re
 
 try:  # as a module_utils of an Ansible module
     from ansible.module_utils.mnc_hostfile import parse_hostfile as _parse_hostfile
+    from ansible.module_utils.mnc_verify_gpu_health import check_gpu_health
 except ImportError:  # imported directly (unit tests)
     from mnc_hostfile import parse_hostfile as _parse_hostfile
+    from mnc_verify_gpu_health import check_gpu_health
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
@@ -935,6 +937,9 @@ def evaluate(
     rows += check_cuda(nodes, require_cuda)
     rows += check_gpu(nodes, gpu_nccl, gpu_send)
     rows += check_services(nodes)
+    # DCGM, nccl-tests and the node-health checks (module_utils/mnc_verify_gpu_health.py).
+    health_rows, gpu_health = check_gpu_health(nodes, p2p_median_fraction)
+    rows += health_rows
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction, p2p_median_fraction)
     rows += check_mpiio(mpiio)
     rows += check_versions(nodes)
@@ -949,6 +954,7 @@ def evaluate(
         "not_answering": down,
         "p2p_matrix": matrix,
         "p2p_matrix_text": render_p2p_text(matrix) if matrix else "no pair measured",
+        "gpu_health": gpu_health,
     }
 
 
