@@ -90,6 +90,14 @@ def _median(values: list[float]) -> float:
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
 
 
+def _threshold(value) -> float | None:
+    """The node's verify_nccl_min_busbw_gbs: a positive number, or None (none declared)."""
+    try:
+        return float(value) if value not in (None, "", "None") and float(value) > 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
 def check_nccl_tests(nodes: list[dict], median_fraction: float | None) -> tuple[list[dict], dict]:
     """Each GPU node's ``all_reduce_perf`` over all its GPUs: no wrong result, and busbw at the
     largest size at least the node's ``nccl_min_busbw_gbs`` (verify_nccl_min_busbw_gbs, per node
@@ -120,15 +128,15 @@ def check_nccl_tests(nodes: list[dict], median_fraction: float | None) -> tuple[
         if doc is None:
             continue
         top = mnc_nccl_tests.peak(doc)
-        threshold = n.get("nccl_min_busbw_gbs")
+        threshold = _threshold(n.get("nccl_min_busbw_gbs"))
         gpus = len({r["device"] for r in doc["ranks"]}) or "?"
         detail = (
             f"all_reduce_perf on {gpus} GPU(s): busbw {top['busbw']:.2f} GB/s (algbw {top['algbw']:.2f}) "
             f"at {top['bytes']} B"
         )
-        problems = mnc_nccl_tests.problems(doc, float(threshold) if threshold else None)
+        problems = mnc_nccl_tests.problems(doc, threshold)
         if threshold:
-            detail += f"; threshold {float(threshold):g} GB/s (verify_nccl_min_busbw_gbs)"
+            detail += f"; threshold {threshold:g} GB/s (verify_nccl_min_busbw_gbs)"
         elif median and median_fraction:
             detail += f"; {top['busbw'] / median:.0%} of the median node ({median:.2f} GB/s)"
             if top["busbw"] < median_fraction * median:

@@ -138,7 +138,7 @@ def test_nccl_without_a_threshold_is_judged_against_the_median_node():
 
 def test_missing_tools_skip_or_fail_with_the_reason():
     node = gpu_node(
-        dcgm={"off": "verify_dcgm_level 0: DCGM's diagnostic is off"},
+        dcgm={"off": "verify_dcgm_level 0: the DCGM diagnostic is off"},
         nccl={"skipped_reason": "no all_reduce_perf on the PATH of mpiuser and no verify_nccl_tests_bin"},
         nvidia_smi={"rc": 127, "stdout": "", "stderr": "nvidia-smi: not found"},
         topo={"rc": 127, "stdout": "", "stderr": "nvidia-smi: not found"},
@@ -149,7 +149,7 @@ def test_missing_tools_skip_or_fail_with_the_reason():
         "check": "dcgm",
         "subject": "g1",
         "status": "SKIP",
-        "detail": "verify_dcgm_level 0: DCGM's diagnostic is off",
+        "detail": "verify_dcgm_level 0: the DCGM diagnostic is off",
     }
     assert rows[("nccl-tests", "g1")]["status"] == "SKIP"
     assert "no all_reduce_perf on the PATH" in rows[("nccl-tests", "g1")]["detail"]
