@@ -912,10 +912,14 @@ def evaluate(
     gpu_nccl=None,
     gpu_send=None,
     mpiio=None,
+    nccl_tests=None,
+    nccl_cluster_min_busbw_gbs=None,
 ) -> dict:
     """Every check's rows, the rendered table, and whether the cluster passed.
 
     ``launcher``: the inventory name of the node mpiexec ran on (None: not known).
+    ``nccl_tests``: nccl-tests' all_reduce_perf across the nodes (one rank per GPU), judged against
+    ``nccl_cluster_min_busbw_gbs`` or, without it, ``p2p_min_fraction`` of one link.
     ``gpu_nccl``, ``gpu_send``: the cross-node GPU runs (mnc_gpu_probe.py nccl-allreduce, send gpu),
     shaped like ``p2p_run``; see :func:`check_gpu`. ``mpiio``: the MPI-IO run on the shared
     directory (mnc_mpiio.py), None where nothing is shared; see :func:`check_mpiio`.
@@ -938,7 +942,11 @@ def evaluate(
     rows += check_gpu(nodes, gpu_nccl, gpu_send)
     rows += check_services(nodes)
     # DCGM, nccl-tests and the node-health checks (module_utils/mnc_verify_gpu_health.py).
-    health_rows, gpu_health = check_gpu_health(nodes, p2p_median_fraction)
+    # The cluster's nccl-tests run is judged against its threshold, else a fraction of one link.
+    cluster_floor = nccl_cluster_min_busbw_gbs or (p2p_min_fraction * link_gbps / 8.0 if link_gbps else None)
+    health_rows, gpu_health = check_gpu_health(
+        nodes, p2p_median_fraction, nccl_tests, cluster_floor, declared=bool(nccl_cluster_min_busbw_gbs)
+    )
     rows += health_rows
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction, p2p_median_fraction)
     rows += check_mpiio(mpiio)

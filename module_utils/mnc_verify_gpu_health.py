@@ -17,39 +17,19 @@ from __future__ import annotations
 import json
 
 try:  # as a module_utils of an Ansible module
-    from ansible.module_utils import mnc_dcgm, mnc_nccl_tests, mnc_nvsmi, mnc_nvtopo, mnc_xid
+    from ansible.module_utils import mnc_dcgm, mnc_nvsmi, mnc_nvtopo, mnc_xid
+    from ansible.module_utils.mnc_verify_nccl import check_nccl_cluster, check_nccl_tests, nccl_record
+    from ansible.module_utils.mnc_verify_rows import FAIL, PASS, SKIP, clip, failed_run, row
 except ImportError:  # imported directly (unit tests)
     import mnc_dcgm
-    import mnc_nccl_tests
     import mnc_nvsmi
     import mnc_nvtopo
     import mnc_xid
+    from mnc_verify_nccl import check_nccl_cluster, check_nccl_tests, nccl_record
+    from mnc_verify_rows import FAIL, PASS, SKIP, clip, failed_run, row
 
-PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+
 CPU_MODE = "CPU mode (mnc_use_gpu false): no GPU to check"
-
-
-def row(check, subject, status, detail):
-    return {"check": check, "subject": subject, "status": status, "detail": detail}
-
-
-def _clip(text: str, width: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def _failed_run(run: dict | None) -> str | None:
-    """Why a command gave nothing to judge (None: it ran and exited 0)."""
-    if run is None:
-        return "not run"
-    if run.get("skipped_reason"):
-        return run["skipped_reason"]
-    if run.get("rc") in (124, 137):
-        return "timed out"
-    if run.get("rc") not in (0, None):
-        said = _clip(run.get("stderr") or run.get("stdout") or run.get("msg") or "", 200)
-        return f"exited {run.get('rc')}" + (f": {said}" if said else "")
-    return None
 
 
 # --- DCGM ------------------------------------------------------------------------------------------
@@ -60,7 +40,7 @@ def check_dcgm(name: str, run: dict | None) -> list[dict]:
     if run is None or run.get("off"):
         return [row("dcgm", name, SKIP, (run or {}).get("off") or "not run")]
     level = run.get("level", "?")
-    why = _failed_run(run)
+    why = failed_run(run)
     try:
         doc = mnc_dcgm.parse_diag(run.get("stdout", ""))
     except ValueError:
@@ -77,79 +57,8 @@ def check_dcgm(name: str, run: dict | None) -> list[dict]:
         ]
     failed = mnc_dcgm.failures(doc)
     if failed:
-        return [row("dcgm", name, FAIL, f"dcgmi diag -r {level}: " + _clip("; ".join(failed), 400))]
+        return [row("dcgm", name, FAIL, f"dcgmi diag -r {level}: " + clip("; ".join(failed), 400))]
     return [row("dcgm", name, PASS, f"dcgmi diag -r {level}: {mnc_dcgm.summary(doc)}")]
-
-
-# --- nccl-tests ------------------------------------------------------------------------------------
-
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
-
-
-def _threshold(value) -> float | None:
-    """The node's verify_nccl_min_busbw_gbs: a positive number, or None (none declared)."""
-    try:
-        return float(value) if value not in (None, "", "None") and float(value) > 0 else None
-    except (TypeError, ValueError):
-        return None
-
-
-def check_nccl_tests(nodes: list[dict], median_fraction: float | None) -> tuple[list[dict], dict]:
-    """Each GPU node's ``all_reduce_perf`` over all its GPUs: no wrong result, and busbw at the
-    largest size at least the node's ``nccl_min_busbw_gbs`` (verify_nccl_min_busbw_gbs, per node
-    type in the inventory); where none is declared, at least ``median_fraction`` of the median
-    node's. Returns (rows, {node: parsed or None})."""
-    parsed: dict[str, dict | None] = {}
-    rows_by_node: dict[str, dict] = {}
-    for n in nodes:
-        run = (n.get("health") or {}).get("nccl")
-        why = _failed_run(run)
-        doc = None
-        if run and not run.get("skipped_reason"):
-            try:
-                doc = mnc_nccl_tests.parse_perf(run.get("stdout", ""))
-            except ValueError:
-                doc = None
-        parsed[n["name"]] = doc
-        if doc is None:
-            status = SKIP if run and run.get("skipped_reason") else FAIL
-            detail = why or "no result rows in the output"
-            if status == FAIL:
-                detail = f"all_reduce_perf gave no result: {detail}"
-            rows_by_node[n["name"]] = row("nccl-tests", n["name"], status, detail)
-    peaks = {name: mnc_nccl_tests.peak(d)["busbw"] for name, d in parsed.items() if d}
-    median = _median(list(peaks.values())) if len(peaks) > 1 else None
-    for n in nodes:
-        doc = parsed[n["name"]]
-        if doc is None:
-            continue
-        top = mnc_nccl_tests.peak(doc)
-        threshold = _threshold(n.get("nccl_min_busbw_gbs"))
-        gpus = len({r["device"] for r in doc["ranks"]}) or "?"
-        detail = (
-            f"all_reduce_perf on {gpus} GPU(s): busbw {top['busbw']:.2f} GB/s (algbw {top['algbw']:.2f}) "
-            f"at {top['bytes']} B"
-        )
-        problems = mnc_nccl_tests.problems(doc, threshold)
-        if threshold:
-            detail += f"; threshold {threshold:g} GB/s (verify_nccl_min_busbw_gbs)"
-        elif median and median_fraction:
-            detail += f"; {top['busbw'] / median:.0%} of the median node ({median:.2f} GB/s)"
-            if top["busbw"] < median_fraction * median:
-                problems.append(f"below {median_fraction:.0%} of the median node")
-        else:
-            detail += "; no threshold (verify_nccl_min_busbw_gbs) and no other node to compare with"
-        if problems:
-            rows_by_node[n["name"]] = row("nccl-tests", n["name"], FAIL, detail + "; " + "; ".join(problems))
-        elif not threshold and not (median and median_fraction):
-            rows_by_node[n["name"]] = row("nccl-tests", n["name"], SKIP, detail)
-        else:
-            rows_by_node[n["name"]] = row("nccl-tests", n["name"], PASS, detail)
-    return [rows_by_node[n["name"]] for n in nodes], parsed
 
 
 # --- nvidia-smi, topology, kernel log, device nodes, InfiniBand ------------------------------------
@@ -157,13 +66,13 @@ def check_nccl_tests(nodes: list[dict], median_fraction: float | None) -> tuple[
 
 def _rows_from(check: str, name: str, problems: list[str], fine: str, fix: str) -> dict:
     if problems:
-        return row(check, name, FAIL, _clip("; ".join(problems), 400) + f"; {fix}")
+        return row(check, name, FAIL, clip("; ".join(problems), 400) + f"; {fix}")
     return row(check, name, PASS, fine)
 
 
 def check_nvidia_smi(name: str, run: dict | None, want_gpus: int) -> tuple[list[dict], dict | None]:
     """Persistence mode, ECC and retired/remapped memory, the PCIe link, from ``nvidia-smi -q``."""
-    why = _failed_run(run)
+    why = failed_run(run)
     try:
         doc = mnc_nvsmi.parse_query((run or {}).get("stdout", "")) if not why else None
     except ValueError:
@@ -214,7 +123,7 @@ def check_nvidia_smi(name: str, run: dict | None, want_gpus: int) -> tuple[list[
 
 
 def check_topology(name: str, run: dict | None) -> tuple[list[dict], dict | None]:
-    why = _failed_run(run)
+    why = failed_run(run)
     try:
         doc = mnc_nvtopo.parse_topo((run or {}).get("stdout", "")) if not why else None
     except ValueError as exc:
@@ -226,7 +135,7 @@ def check_topology(name: str, run: dict | None) -> tuple[list[dict], dict | None
 
 
 def check_xid(name: str, run: dict | None) -> list[dict]:
-    why = _failed_run(run)
+    why = failed_run(run)
     if why:
         return [row("gpu xid", name, FAIL, f"could not read the kernel log: {why}")]
     xids = mnc_xid.parse_xids(run.get("stdout", ""))
@@ -238,7 +147,7 @@ def check_xid(name: str, run: dict | None) -> list[dict]:
                 name,
                 FAIL,
                 "since boot: "
-                + _clip("; ".join(problems), 300)
+                + clip("; ".join(problems), 300)
                 + "; look the codes up in NVIDIA's Xid catalogue (48: double-bit ECC, 79: fell off the bus)",
             )
         ]
@@ -338,8 +247,15 @@ def check_ib_flaps(name: str, ports: dict | None) -> list[dict]:
 # --- the whole ------------------------------------------------------------------------------------
 
 
-def check_gpu_health(nodes: list[dict], median_fraction: float | None = 0.7) -> tuple[list[dict], dict]:
-    """Every node-health row, and the record verify.json keeps (:func:`gpu_health_record`)."""
+def check_gpu_health(
+    nodes: list[dict],
+    median_fraction: float | None = 0.7,
+    cluster_run: dict | None = None,
+    cluster_floor: float | None = None,
+    declared: bool = False,
+) -> tuple[list[dict], dict]:
+    """Every node-health row (and nccl-tests across the nodes, ``cluster_run``), and the record
+    verify.json keeps (:func:`gpu_health_record`; the cluster's run under ``cluster``)."""
     rows, record = [], {}
     answered = [n for n in nodes if n.get("reachable", True)]
     gpu_nodes = [n for n in answered if n.get("use_gpu")]
@@ -375,6 +291,10 @@ def check_gpu_health(nodes: list[dict], median_fraction: float | None = 0.7) -> 
         rows += topo_rows
         rows += check_ib_flaps(name, health.get("ib"))
         record[name] = gpu_health_record(health, smi, topo, nccl_docs.get(name))
+    cluster_rows, cluster_doc = check_nccl_cluster(cluster_run, cluster_floor, declared)
+    rows += cluster_rows
+    if cluster_doc:
+        record["cluster"] = {"nccl_tests": nccl_record(cluster_doc)}
     return rows, record
 
 
@@ -397,13 +317,7 @@ def gpu_health_record(health: dict, smi: dict | None, topo: dict | None, nccl: d
         "dcgm": {"level": dcgm_run.get("level"), "tests": dcgm["tests"], "metadata": dcgm["metadata"]}
         if dcgm
         else None,
-        "nccl_tests": {
-            "by_size": mnc_nccl_tests.by_size(nccl),
-            "peak": mnc_nccl_tests.peak(nccl),
-            "avg_busbw": nccl["avg_busbw"],
-        }
-        if nccl
-        else None,
+        "nccl_tests": nccl_record(nccl) if nccl else None,
         "xid": mnc_xid.parse_xids((health.get("xid") or {}).get("stdout", "")),
         "uvm": health.get("uvm"),
         "ib": health.get("ib"),

@@ -48,9 +48,7 @@ BASE = {
     "nvidia_driver_persistenced": True,
     "__nvidia_driver_distro_installed": {"stdout": ""},
 }
-CASE_TASKS = (
-    CASE_FACTS
-    + """\
+CASE_TASKS = CASE_FACTS + """\
 - name: "Decide ({{ case.name }})"
   block:
     - name: "Run the decision ({{ case.name }})"
@@ -70,9 +68,7 @@ CASE_TASKS = (
               'enabled': __nvidia_driver_services_enabled,
               'record': __nvidia_driver_services_record} | to_json }}
         mode: "0644"
-"""
-    + CASE_REFUSAL
-)
+""" + CASE_REFUSAL
 
 
 # The nvidia_repo render: the driver's own pin (install-nvidia_repo, as molecule/gpu_render

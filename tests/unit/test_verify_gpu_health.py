@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_verify
 import mnc_verify_gpu_health as h
+import mnc_verify_nccl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 UVM = ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
@@ -180,3 +181,51 @@ def test_a_cpu_node_skips_each_group_with_the_reason_and_the_table_records_it():
     assert [
         r["status"] for r in result["rows"] if r["check"] in ("dcgm", "nccl-tests", "gpu node health")
     ] == ["SKIP", "SKIP", "SKIP"]
+
+
+def test_nccl_across_the_nodes_against_its_threshold_or_a_fraction_of_the_link():
+    run = ran("all_reduce_perf-2x8-h100.txt")
+    nodes = [gpu_node("g1"), gpu_node("g2")]
+    rows, record = h.check_gpu_health(nodes, 0.7, run, 300.0, declared=True)
+    (cluster,) = [r for r in rows if r["subject"] == "cluster"]
+    assert cluster["status"] == "PASS"
+    assert cluster["detail"] == (
+        "all_reduce_perf, 16 ranks on 2 node(s): busbw 338.82 GB/s (algbw 180.71) at "
+        "8589934592 B; threshold 300 GB/s (verify_nccl_cluster_min_busbw_gbs)"
+    )
+    assert record["cluster"]["nccl_tests"]["peak"]["busbw"] == 338.82
+    # Through evaluate: no threshold declared, a 400 Gbit/s link, half of it at least (25 GB/s): passes;
+    # a declared 400 GB/s fails.
+    result = mnc_verify.evaluate(nodes, None, None, None, 400, 0.5, False, nccl_tests=run)
+    (cluster,) = [r for r in result["rows"] if r["check"] == "nccl-tests" and r["subject"] == "cluster"]
+    assert (
+        cluster["status"] == "PASS"
+        and "threshold 25 GB/s (verify_p2p_min_fraction of one link)" in cluster["detail"]
+    )
+    result = mnc_verify.evaluate(
+        nodes, None, None, None, 400, 0.5, False, nccl_tests=run, nccl_cluster_min_busbw_gbs=400.0
+    )
+    (cluster,) = [r for r in result["rows"] if r["check"] == "nccl-tests" and r["subject"] == "cluster"]
+    assert cluster["status"] == "FAIL" and cluster["detail"].endswith("is below 400 GB/s")
+
+
+def test_nccl_across_the_nodes_not_run_says_why():
+    assert mnc_verify_nccl.check_nccl_cluster(
+        {"not_applicable": "a single node: nothing crosses a node"}, 25.0, False
+    ) == (
+        [],
+        None,
+    )
+    rows, _ = mnc_verify_nccl.check_nccl_cluster(
+        {"skipped_reason": "no all_reduce_perf on the PATH of mpiuser"}, 25.0, False
+    )
+    assert rows == [
+        {
+            "check": "nccl-tests",
+            "subject": "cluster",
+            "status": "SKIP",
+            "detail": "no all_reduce_perf on the PATH of mpiuser",
+        }
+    ]
+    rows, _ = mnc_verify_nccl.check_nccl_cluster({"rc": 124, "stdout": "", "stderr": ""}, 25.0, False)
+    assert rows[0]["status"] == "FAIL" and "gave no result: timed out" in rows[0]["detail"]
