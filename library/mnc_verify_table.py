@@ -72,7 +72,7 @@ options:
     description:
       - nccl-tests' C(all_reduce_perf) across all nodes from the launcher, one rank per GPU, keys as O(ranks),
         or C(not_applicable) (no GPU node, a single node) or C(skipped_reason) (no C(all_reduce_perf)).
-      - Unset: no cluster row.
+      - Unset, no cluster row.
     type: dict
   nccl_cluster_min_busbw_gbs:
     description:
