@@ -17,6 +17,7 @@ if _MODULE_UTILS not in sys.path:
     sys.path.insert(0, _MODULE_UTILS)
 
 import mnc_artifacts
+import mnc_gpu_arch
 import mnc_gpu_matrix
 import mnc_hostfile
 import mnc_hw
@@ -110,6 +111,12 @@ def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cu
     )
 
 
+def mnc_driver_gpu_problems(lspci_text, branch):
+    """Why driver branch ``branch`` cannot drive the GPUs of ``lspci -n`` (empty: it can):
+    ``out.stdout | mnc_driver_gpu_problems(nvidia_driver_branch)``."""
+    return mnc_gpu_arch.driver_gpu_problems(branch, lspci_text)
+
+
 def mnc_pci_devices(text, vendor="", class_prefix=""):
     """``[{slot, class, vendor, device}]`` of ``lspci -n`` output, of ``vendor`` and a class
     starting with ``class_prefix`` when given: ``out.stdout | mnc_pci_devices('10de', '0680')``."""
@@ -133,6 +140,7 @@ class FilterModule:
             "mnc_missing_packages": mnc_missing_packages,
             "mnc_artifact_source": mnc_artifact_source,
             "mnc_gpu_stack_problems": mnc_gpu_stack_problems,
+            "mnc_driver_gpu_problems": mnc_driver_gpu_problems,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_ibv_ports": mnc_ibv_ports,
             "mnc_pci_devices": mnc_pci_devices,

@@ -68,6 +68,17 @@ options:
         (C(mnc_mpiio.py), one rank per node), keys as O(ranks) plus C(dir), or C(not_applicable).
       - Unset where nothing is shared (mnc_shared_dirs empty), and then no row.
     type: dict
+  nccl_tests:
+    description:
+      - nccl-tests' C(all_reduce_perf) across all nodes from the launcher, one rank per GPU, keys as O(ranks),
+        or C(not_applicable) (no GPU node, a single node) or C(skipped_reason) (no C(all_reduce_perf)).
+      - Unset, no cluster row.
+    type: dict
+  nccl_cluster_min_busbw_gbs:
+    description:
+      - Bus bandwidth (GB/s) the run across the nodes must reach at its largest message; null judges it
+        against O(p2p_min_fraction) of one link (O(link_gbps)), and without a link speed it is not judged.
+    type: float
   p2p_median_fraction:
     description:
       - A pair fails when its peak bandwidth is below this fraction of the median pair's (a bad
@@ -211,6 +222,8 @@ def main():
             "gpu_nccl": {"type": "dict"},
             "gpu_send": {"type": "dict"},
             "mpiio": {"type": "dict"},
+            "nccl_tests": {"type": "dict"},
+            "nccl_cluster_min_busbw_gbs": {"type": "float"},
             "report_dir": {"type": "path"},
             "latest_link": {"type": "path"},
         },
@@ -237,6 +250,8 @@ def main():
         gpu_nccl=p["gpu_nccl"],
         gpu_send=p["gpu_send"],
         mpiio=p["mpiio"],
+        nccl_tests=p["nccl_tests"],
+        nccl_cluster_min_busbw_gbs=p["nccl_cluster_min_busbw_gbs"],
     )
     if p["report_dir"] and not module.check_mode:
         try:

@@ -17,8 +17,10 @@ import re
 
 try:  # as a module_utils of an Ansible module
     from ansible.module_utils.mnc_hostfile import parse_hostfile as _parse_hostfile
+    from ansible.module_utils.mnc_verify_gpu_health import check_gpu_health
 except ImportError:  # imported directly (unit tests)
     from mnc_hostfile import parse_hostfile as _parse_hostfile
+    from mnc_verify_gpu_health import check_gpu_health
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
@@ -910,10 +912,14 @@ def evaluate(
     gpu_nccl=None,
     gpu_send=None,
     mpiio=None,
+    nccl_tests=None,
+    nccl_cluster_min_busbw_gbs=None,
 ) -> dict:
     """Every check's rows, the rendered table, and whether the cluster passed.
 
     ``launcher``: the inventory name of the node mpiexec ran on (None: not known).
+    ``nccl_tests``: nccl-tests' all_reduce_perf across the nodes (one rank per GPU), judged against
+    ``nccl_cluster_min_busbw_gbs`` or, without it, ``p2p_min_fraction`` of one link.
     ``gpu_nccl``, ``gpu_send``: the cross-node GPU runs (mnc_gpu_probe.py nccl-allreduce, send gpu),
     shaped like ``p2p_run``; see :func:`check_gpu`. ``mpiio``: the MPI-IO run on the shared
     directory (mnc_mpiio.py), None where nothing is shared; see :func:`check_mpiio`.
@@ -935,6 +941,13 @@ def evaluate(
     rows += check_cuda(nodes, require_cuda)
     rows += check_gpu(nodes, gpu_nccl, gpu_send)
     rows += check_services(nodes)
+    # DCGM, nccl-tests and the node-health checks (module_utils/mnc_verify_gpu_health.py).
+    # The cluster's nccl-tests run is judged against its threshold, else a fraction of one link.
+    cluster_floor = nccl_cluster_min_busbw_gbs or (p2p_min_fraction * link_gbps / 8.0 if link_gbps else None)
+    health_rows, gpu_health = check_gpu_health(
+        nodes, p2p_median_fraction, nccl_tests, cluster_floor, declared=bool(nccl_cluster_min_busbw_gbs)
+    )
+    rows += health_rows
     rows += check_p2p(p2p_run, link_gbps, p2p_min_fraction, p2p_median_fraction)
     rows += check_mpiio(mpiio)
     rows += check_versions(nodes)
@@ -949,6 +962,7 @@ def evaluate(
         "not_answering": down,
         "p2p_matrix": matrix,
         "p2p_matrix_text": render_p2p_text(matrix) if matrix else "no pair measured",
+        "gpu_health": gpu_health,
     }
 
 

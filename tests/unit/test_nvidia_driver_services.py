@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
 MATRIX = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main" / "cuda.yml").read_text())
 BRANCH, VERSION = MATRIX["stack_cuda_driver_branch"], MATRIX["stack_cuda_driver_version"]
+# NVIDIA's repository names it nvidia-fabricmanager-<branch> up to 570, nvidia-fabricmanager from 575 on.
+FABRICMANAGER = f"nvidia-fabricmanager-{BRANCH}" if int(BRANCH) < 575 else "nvidia-fabricmanager"
 DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
 
 # lspci -n of an 8-GPU HGX A100 board (GPUs 0302, NVSwitches 0680), and of a PCIe GPU server.
@@ -154,14 +156,14 @@ def test_nvswitch_board_gets_the_fabric_manager_at_the_drivers_release(decided, 
     assert "failed" not in got, got
     fm, pd = got["plan"]["nvidia-fabricmanager"], got["plan"]["nvidia-persistenced"]
     assert (fm["state"], fm["reason"]) == ("enabled", "6 NVSwitch(es) on the PCI bus")
-    assert fm["package"] == f"nvidia-fabricmanager-{BRANCH}"
+    assert fm["package"] == FABRICMANAGER
     assert pd["state"] == "enabled"
     # NVIDIA's repository follows each distribution's own package names
     assert pd["package"] == (
         "nvidia-persistenced" if distro == "debian12" else f"nvidia-compute-utils-{BRANCH}"
     )
     assert got["packages"] == [
-        {"name": f"nvidia-fabricmanager-{BRANCH}", "version": f"{VERSION}*"},
+        {"name": fm["package"], "version": f"{VERSION}*"},
         {"name": pd["package"], "version": f"{VERSION}*"},
     ]
     assert got["enabled"] == ["nvidia-fabricmanager", "nvidia-persistenced"]
@@ -176,10 +178,11 @@ def test_the_rendered_pin_of_the_fabric_manager_is_the_drivers(decided, distro):
     services = _pins((prefs / "mncluster-nvidia-driver-services").read_text())
     assert driver[f"cuda-drivers-{BRANCH}"] == f"{VERSION}*"
     persistenced = "nvidia-persistenced" if distro == "debian12" else f"nvidia-compute-utils-{BRANCH}"
-    assert services == {f"nvidia-fabricmanager-{BRANCH}": f"{VERSION}*", persistenced: f"{VERSION}*"}
-    assert services[f"nvidia-fabricmanager-{BRANCH}"] == driver[f"cuda-drivers-{BRANCH}"]
+    fabricmanager = FABRICMANAGER
+    assert services == {fabricmanager: f"{VERSION}*", persistenced: f"{VERSION}*"}
+    assert services[fabricmanager] == driver[f"cuda-drivers-{BRANCH}"]
     holds = (root / f"hgx-repo-{distro}" / "etc" / "apt" / "mncluster-holds").read_text().split()
-    assert sorted(holds) == sorted([f"cuda-drivers-{BRANCH}", f"nvidia-fabricmanager-{BRANCH}", persistenced])
+    assert sorted(holds) == sorted([f"cuda-drivers-{BRANCH}", fabricmanager, persistenced])
     assert (
         "managed by mncluster (roles/nvidia_driver)"
         in (prefs / "mncluster-nvidia-driver-services").read_text()

@@ -63,9 +63,9 @@ def test_exact_version_pins(host, distro):
         "libcudnn8-dev": ("version 8.9.7.29-1+cuda12.2", "1001"),
         "libnccl2": ("version 2.23.4-1+cuda12.6", "1001"),
         "libnccl-dev": ("version 2.23.4-1+cuda12.6", "1001"),
-        "cuda-drivers-560": ("version 560.35.05*", "1001"),
+        "cuda-drivers-580": ("version 580.95.05*", "1001"),
         "/^(cuda-drivers|nvidia-|libnvidia-|libxnvctrl|xserver-xorg-video-nvidia|firmware-nvidia)/": (
-            "version 560.35.05*",
+            "version 580.95.05*",
             "1001",
         ),
     }
@@ -91,10 +91,13 @@ def test_holds_listed(host, distro):
             "libcudnn8-dev",
             "libnccl2",
             "libnccl-dev",
-            "cuda-drivers-560",
+            "cuda-drivers-580",
+            # DCGM, the matrix's version from the driver's repository
+            "datacenter-gpu-manager-4-core",
+            "datacenter-gpu-manager-4-cuda12",
             # the driver's services (NVSwitch board), at the driver's release
-            "nvidia-fabricmanager-560",
-            "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-560",
+            "nvidia-fabricmanager",
+            "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-580",
         ]
     )
 
@@ -103,12 +106,25 @@ def test_holds_listed(host, distro):
 def test_fabric_manager_pinned_to_the_drivers_release(host, distro):
     driver = _pins(_file(host, distro, "/etc/apt/preferences.d/mncluster-nvidia-driver"))
     services = _pins(_file(host, distro, "/etc/apt/preferences.d/mncluster-nvidia-driver-services"))
-    persistenced = "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-560"
+    persistenced = "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-580"
     assert services == {
-        "nvidia-fabricmanager-560": ("version 560.35.05*", "1001"),
-        persistenced: ("version 560.35.05*", "1001"),
+        "nvidia-fabricmanager": ("version 580.95.05*", "1001"),
+        persistenced: ("version 580.95.05*", "1001"),
     }
-    assert services["nvidia-fabricmanager-560"] == driver["cuda-drivers-560"]
+    assert services["nvidia-fabricmanager"] == driver["cuda-drivers-580"]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_dcgm_pinned_from_the_drivers_repository(host, distro):
+    text = _file(host, distro, "/etc/apt/preferences.d/mncluster-dcgm")
+    assert _pins(text) == {
+        "datacenter-gpu-manager-4-core": ("version 1:4.4.1-1", "1001"),
+        "datacenter-gpu-manager-4-cuda12": ("version 1:4.4.1-1", "1001"),
+    }
+    assert "managed by mncluster (roles/nvidia_driver)" in text
+    # The same repository as the driver: its one source list, nothing added for DCGM.
+    sources = host.run(f"ls /srv/mnc-render/{distro}/etc/apt/sources.list.d").stdout.split()
+    assert sources == [f"cuda-{distro}-x86_64.list"]
 
 
 @pytest.mark.parametrize("distro", DISTROS)

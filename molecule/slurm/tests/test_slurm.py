@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -255,6 +256,129 @@ def test_sbatch_mpi_job_runs_srun_pmix_and_mpiexec_in_its_allocation(host, hello
     _check_world(_ranks(out, "mpiexec "), nodes, "mpiexec")
 
 
+# --- the health check (HealthCheckProgram) ---------------------------------------------------------
+
+sys.path.insert(0, str(ROOT / "module_utils"))
+import mnc_slurm_health  # the rules the program on the nodes runs
+
+# Every wait polls and is bounded; the interval is 10 s (molecule.yml), so slurmd runs the check
+# several times within the bound. Nothing is asserted on how long anything took.
+BOUND_S = 180
+REMOUNT = "mount -t tmpfs -o rw,size=16m,mode=0755 tmpfs /shared"
+
+
+def node_state(node):
+    """The node as slurmctld has it: {name, state, flags, reason}."""
+    return mnc_slurm_health.parse_node(sh(CONTROLLER, f"scontrol -o show node {node}").stdout)
+
+
+def health_runs(node):
+    """How many times the health check ran on the node (its own record), 0 before the first."""
+    out = sh(node, "cat /var/lib/mncluster/healthcheck/last.json", check=False).stdout
+    return json.loads(out)["runs"] if out.strip() else 0
+
+
+def wait_until(node, what, predicate, bound=BOUND_S):
+    """Poll slurmctld's view of the node until predicate(state) holds; fail naming the node."""
+    deadline = time.monotonic() + bound
+    while True:
+        state = node_state(node)
+        if predicate(state):
+            return state
+        if time.monotonic() > deadline:
+            last = sh(node, "cat /var/lib/mncluster/healthcheck/last.json", check=False).stdout
+            pytest.fail(
+                f"{node}: not {what} within {bound} s; slurmctld has {state}; the check's last run: {last}"
+            )
+        time.sleep(2)
+
+
+def wait_for_runs(node, runs, bound=BOUND_S):
+    """Poll until the health check has run on the node `runs` more times (slurmd's own runs)."""
+    start, deadline = health_runs(node), time.monotonic() + bound
+    while health_runs(node) < start + runs:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{node}: the health check did not run {runs} more time(s) within {bound} s "
+                        f"(runs: {health_runs(node)}; slurmd.log: HealthCheckProgram)")  # fmt: skip
+        time.sleep(2)
+
+
+def remount(node):
+    """/shared mounted again on the node (a tmpfs, as molecule.yml gives it)."""
+    script = f"mountpoint -q /shared || {REMOUNT}"
+    subprocess.run(["podman", "exec", "--privileged", node, "sh", "-c", script], check=True, timeout=60)
+
+
+def drained(state):
+    return bool({"DRAIN", "DRAINED", "DRAINING"} & state["flags"])
+
+
+def test_health_check_is_slurmds_program_and_passes_on_every_node(host):
+    once(host)
+    config = dict(line.split("=", 1) for line in host.check_output("scontrol show config").splitlines()
+                  if "=" in line)  # fmt: skip
+    config = {k.strip(): v.strip() for k, v in config.items()}
+    assert config["HealthCheckProgram"] == "/usr/local/sbin/mncluster-healthcheck"
+    assert config["HealthCheckInterval"].startswith("10")
+    for node in NODES:
+        settings = json.loads(sh(node, "cat /etc/slurm/mncluster-healthcheck.json").stdout)
+        assert settings["node"] == node and settings["shared_dirs"] == ["/shared"] and settings["gpus"] == 0
+        assert sh(node, "stat -c '%U %a' /usr/local/sbin/mncluster-healthcheck").stdout.split() == [
+            "root",
+            "755",
+        ]
+        wait_for_runs(node, 1)
+        last = json.loads(sh(node, "cat /var/lib/mncluster/healthcheck/last.json").stdout)
+        assert last["failures"] == [] and last["action"] == "keep", (node, last)
+        assert not drained(node_state(node)), node
+
+
+def test_health_check_drains_a_node_whose_shared_directory_is_gone_and_resumes_it(host):
+    once(host)
+    node = "mnc-slurm-3"
+    # The shared directory is unmounted on purpose (a mount needs the privilege the container lacks).
+    subprocess.run(["podman", "exec", "--privileged", node, "umount", "/shared"], check=True, timeout=60)
+    try:
+        state = wait_until(
+            node, "drained by the health check", lambda s: drained(s) and s["reason"] is not None
+        )
+        assert state["reason"] == "mncluster: shared directory /shared not mounted", state
+        sinfo = host.check_output("sinfo -R --noheader --format='%n|%E'").splitlines()
+        assert f"{node}|mncluster: shared directory /shared not mounted" in sinfo, sinfo
+        # The other nodes keep working.
+        assert not drained(node_state("mnc-slurm-2"))
+    finally:
+        remount(node)
+    state = wait_until(node, "resumed by the health check", lambda s: not drained(s))
+    assert state["reason"] is None, state
+    out = host.check_output(f"sudo -u {USER} timeout 120 srun -N 3 -n 3 --ntasks-per-node=1 hostname")
+    assert sorted(out.split()) == sorted(NODES)
+
+
+def test_health_check_leaves_a_node_an_administrator_drained(host):
+    once(host)
+    node = "mnc-slurm-2"
+    sh(CONTROLLER, f"scontrol update NodeName={node} State=DRAIN Reason='disk swap (admin)'")
+    try:
+        # Passing checks do not resume it: two of slurmd's runs after the drain, still drained.
+        wait_for_runs(node, 2)
+        state = node_state(node)
+        assert drained(state) and state["reason"] == "disk swap (admin)", state
+        last = json.loads(sh(node, "cat /var/lib/mncluster/healthcheck/last.json").stdout)
+        assert last["action"] == "keep" and "drained by someone else (disk swap (admin))" in last["why"], last
+        # Nor does a failing check take it over: the administrator's reason stays.
+        subprocess.run(["podman", "exec", "--privileged", node, "umount", "/shared"], check=True, timeout=60)
+        try:
+            wait_for_runs(node, 2)
+            state = node_state(node)
+            assert drained(state) and state["reason"] == "disk swap (admin)", state
+        finally:
+            remount(node)
+    finally:
+        sh(CONTROLLER, f"scontrol update NodeName={node} State=RESUME")
+    wait_until(node, "resumed by the administrator", lambda s: not drained(s))
+
+
 # --- changes and bad input ----------------------------------------------------------------------
 
 
@@ -280,6 +404,8 @@ def test_a_changed_setting_restarts_the_daemons_and_takes_effect(host):
         ({"slurm_wait_timeout": "soon"}, "slurm_wait_timeout"),
         ({"slurm_pmix_env": ["PMIX_MCA_psec=native;rm"]}, "(PMIX_MCA_psec=native;rm)"),
         ({"slurm_pmix": False, "slurm_mpi_default": "pmix"}, "slurm_mpi_default pmix only with slurm_pmix"),
+        ({"slurm_health_check_interval": 0}, "slurm_health_check_interval > 0 (now 0)"),
+        ({"slurm_health_check_shared_dirs": ["shared;rm"]}, "(shared;rm)"),
     ],
     ids=[
         "unknown-controller",
@@ -288,6 +414,8 @@ def test_a_changed_setting_restarts_the_daemons_and_takes_effect(host):
         "timeout-not-int",
         "pmix-env-not-a-pair",
         "pmix-default-without-pmix",
+        "health-interval-zero",
+        "health-dir-not-absolute",
     ],
 )
 def test_bad_input_fails_before_anything_changes(host, extra, message):

@@ -1,0 +1,98 @@
+"""The Slurm health check's rules (module_utils/mnc_slurm_health.py): drain with our reason,
+resume only our drains, leave an administrator's. The program under slurmd, the whole cycle,
+is molecule/slurm's (tests/test_slurm.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "module_utils"))
+
+import mnc_slurm_health as rules
+
+# scontrol -o show node as Slurm 22.05 (Debian 12) prints it, drained by an administrator.
+ADMIN_DRAINED = (
+    "NodeName=mnc-slurm-2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.52 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=10.89.79.12 "
+    "NodeHostName=mnc-slurm-2 "
+    "Version=22.05.8 OS=Linux 6.1.0 RealMemory=3500 AllocMem=0 FreeMem=1200 Sockets=2 Boards=1 "
+    "State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=batch "
+    "BootTime=2026-12-05T14:00:00 SlurmdStartTime=2026-12-05T14:10:00 LastBusyTime=2026-12-05T14:20:00 "
+    "CfgTRES=cpu=2,mem=3500M,billing=2 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 "
+    "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s "
+    "Reason=disk swap planned [root@2026-12-05T14:30:00]"
+)
+IDLE = ADMIN_DRAINED.replace("State=IDLE+DRAIN", "State=IDLE").split(" Reason=")[0]
+
+
+def node(text):
+    return rules.parse_node(text)
+
+
+def test_parse_node_reads_state_flags_and_reason_without_user_and_time():
+    n = node(ADMIN_DRAINED)
+    assert n == {
+        "name": "mnc-slurm-2",
+        "state": "IDLE+DRAIN",
+        "flags": {"IDLE", "DRAIN"},
+        "reason": "disk swap planned",
+    }
+    assert node(IDLE)["reason"] is None and node(IDLE)["flags"] == {"IDLE"}
+    with pytest.raises(ValueError, match="no NodeName= and State="):
+        rules.parse_node("Node mnc-slurm-9 not found")
+
+
+def test_a_failing_check_drains_with_our_reason():
+    action, reason = rules.decide(node(IDLE), ["shared directory /shared not mounted"])
+    assert (action, reason) == ("drain", "mncluster: shared directory /shared not mounted")
+    ours = ADMIN_DRAINED.replace("Reason=disk swap planned", f"Reason={reason}")
+    assert rules.decide(node(ours), ["shared directory /shared not mounted"]) == (
+        "keep",
+        "already drained for this",
+    )
+    # Another failure of ours replaces the reason.
+    assert rules.decide(node(ours), ["MPI prefix /opt/openmpi/5 missing (no bin/mpiexec)"])[0] == "drain"
+
+
+def test_passing_again_resumes_only_our_drain():
+    ours = ADMIN_DRAINED.replace(
+        "Reason=disk swap planned", "Reason=mncluster: shared directory /shared not mounted"
+    )
+    assert rules.decide(node(ours), [])[0] == "resume"
+    assert rules.decide(node(ADMIN_DRAINED), []) == (
+        "keep",
+        "drained by someone else (disk swap planned): left as it is",
+    )
+    assert rules.decide(node(IDLE), []) == ("keep", "every check passes")
+
+
+def test_an_administrators_drain_is_kept_even_when_a_check_fails():
+    action, why = rules.decide(node(ADMIN_DRAINED), ["shared directory /shared not mounted"])
+    assert action == "keep" and "disk swap planned" in why
+
+
+def test_reason_is_one_clipped_line_without_double_quotes():
+    reason = rules.reason_text(['a "quoted"\ncheck', "x" * 300])
+    assert reason.startswith("mncluster: a 'quoted' check; xxx") and len(reason) == rules.REASON_WIDTH
+    assert "\n" not in reason
+
+
+def test_shared_dirs_mounted_or_exported():
+    exported = rules.exported_dirs("# comment\n/scratch 10.0.0.0/24(rw,sync)\n\n/data host(ro)\n")
+    assert exported == {"/scratch", "/data"}
+    assert rules.shared_dir_failures(["/scratch", "/shared", "/data"], {"/shared": True}, exported) == []
+    assert rules.shared_dir_failures(["/scratch", "/shared"], {"/shared": False}, set()) == [
+        "shared directory /scratch not mounted",
+        "shared directory /shared not mounted",
+    ]
+
+
+def test_new_xids_counted_against_the_last_pass_of_this_boot():
+    assert rules.new_xids({}, "boot-1", 3) == 3
+    assert rules.new_xids({"boot_id": "boot-1", "count": 3}, "boot-1", 3) == 0
+    assert rules.new_xids({"boot_id": "boot-1", "count": 3}, "boot-1", 5) == 2
+    assert rules.new_xids({"boot_id": "boot-0", "count": 9}, "boot-1", 1) == 1
