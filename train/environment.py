@@ -417,7 +417,9 @@ def rank_record(r) -> dict:
         "gpu": None,
         "nccl": nccl_debug_read(),
     }
-    if r.cuda is not None:
+    if getattr(r, "framework", "chainer") == "pytorch":
+        rec["gpu"] = torch_gpu(r)
+    elif r.cuda is not None:
         cupy = r.cuda.cupy
         props = cupy.cuda.runtime.getDeviceProperties(r.device)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
@@ -425,6 +427,32 @@ def rank_record(r) -> dict:
                       "pci_bus_id": "{:04x}:{:02x}:{:02x}.0".format(
                           props.get("pciDomainID", 0), props.get("pciBusID", 0), props.get("pciDeviceID", 0))}
     return rec
+
+
+def torch_gpu(r) -> dict | None:
+    """This rank's GPU as torch sees it (the PyTorch engine with --gpu), else None."""
+    if not r.args.gpu:
+        return None
+    props = r.torch.cuda.get_device_properties(r.device)
+    bus = "{:04x}:{:02x}:{:02x}.0".format(getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", 0),
+                                          getattr(props, "pci_device_id", 0))
+    return {"device": r.device.index, "name": props.name, "pci_bus_id": bus}
+
+
+def framework_record(r) -> dict:
+    """Which framework ran, its version, and how its ranks were brought up (the same keys for both)."""
+    if getattr(r, "framework", "chainer") != "pytorch":
+        return {"framework": "chainer", "chainer": r.chainer.__version__, "torch": None,
+                "communicator_class": type(r.comm).__name__, "distributed": None}
+    torch = r.torch
+    launch = r.launch
+    return {"framework": "pytorch", "chainer": None, "torch": torch.__version__,
+            "communicator_class": type(r.ddp).__name__,
+            "distributed": {**launch, "host_communicator": r.host_path,
+                            "note": "how the ranks learnt their rank, world size and rendezvous: "
+                                    "launcher (mpiexec, slurm for srun --mpi=pmix, torchrun, none), the "
+                                    "variables read, the master address and where it came from, and the "
+                                    "process group's backend"}}
 
 
 def device_buffer_allreduce(r) -> dict | None:
@@ -498,27 +526,37 @@ def shared_machines(ranks: list[dict]) -> list[dict]:
     return out
 
 
-def environment(r, ranks: list[dict]) -> dict:
-    MPI = r.MPI
+def _mpi_versions(r) -> dict:
+    """mpi4py's and the MPI library's versions; None where the ranks have no MPI world (torchrun)."""
+    if getattr(r, "host_path", "host-mpi") != "host-mpi":
+        return {"mpi4py": None, "mpi_library": None, "mpi_standard": None}
     import mpi4py
 
-    counts: dict[str, int] = {}
-    for h in r.hosts:
-        counts[h] = counts.get(h, 0) + 1
+    MPI = r.MPI
     # Open MPI's string ends in a NUL, which is not whitespace.
     mpi_library = MPI.Get_library_version().replace("\x00", "").strip()
     mpi_library = mpi_library.splitlines()[0].strip().rstrip(",")
+    return {"mpi4py": mpi4py.__version__, "mpi_library": mpi_library,
+            "mpi_standard": "{}.{}".format(*MPI.Get_version())}
+
+
+def environment(r, ranks: list[dict]) -> dict:
+    counts: dict[str, int] = {}
+    for h in r.hosts:
+        counts[h] = counts.get(h, 0) + 1
+    fw = framework_record(r)
     env = {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "chainer": r.chainer.__version__,
+        "framework": fw["framework"],
+        "chainer": fw["chainer"],
+        "torch": fw["torch"],
         "numpy": np.__version__,
         "cupy": None,
-        "mpi4py": mpi4py.__version__,
-        "mpi_library": mpi_library,
-        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+        **_mpi_versions(r),
         "cuda_aware_mpi": BEFORE_MPI.get("cuda_aware_mpi"),
-        "communicator_class": type(r.comm).__name__,
+        "communicator_class": fw["communicator_class"],
+        "distributed": fw["distributed"],
         "hosts": r.hosts,
         "nodes": len(counts),
         "processes_per_node": counts,
@@ -535,6 +573,14 @@ def environment(r, ranks: list[dict]) -> dict:
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "scheduler": scheduler_job(),
     }
+    if fw["framework"] == "pytorch" and r.args.gpu:
+        torch = r.torch
+        env["device"] = f"cuda ({ranks[0]['gpu']['name']})"
+        env["gpus"] = [dict(rec["gpu"], rank=rec["rank"], host=rec["host"]) for rec in ranks]
+        env["cudnn_enabled"] = bool(torch.backends.cudnn.enabled and torch.backends.cudnn.is_available())
+        version = torch.cuda.nccl.version() if hasattr(torch.cuda, "nccl") else None
+        env["nccl_version"] = ".".join(str(v) for v in version) if isinstance(version, tuple) else version
+        env["torch_cuda"] = torch.version.cuda
     if r.cuda is not None:
         cupy = r.cuda.cupy
         env["cupy"] = cupy.__version__
