@@ -147,6 +147,46 @@ def _contention(yields):
     return text + " (run no more ranks than CPUs, or have MPI yield when idle: mnc_mpi_yield_when_idle)"
 
 
+def overlap_accounting(doc):
+    """How much of the gradient reduction ran behind compute: the run's ``overlap`` in a few numbers.
+
+    ``mode`` is ``ddp`` (PyTorch DDP: buckets reduced while backward runs, timed by a comm
+    hook), ``double-buffering`` (ChainerMN: the reduction overlaps the next iteration) or
+    ``serial`` (nothing overlaps). ``own`` is the reduction's own duration, ``hidden`` the part
+    of it behind compute, ``exposed`` the rest (own - hidden), ``overlapped_percent`` hidden / own
+    (DDP: over all iterations, as the document gives it).
+    """
+    ov = doc.get("overlap") or {}
+    mode = ov.get("mode") or ("double-buffering" if ov.get("double_buffering") else "serial")
+    own = (ov.get("allreduce_own") or {}).get("median")
+    hidden = ov.get("hidden")
+    ddp = ov.get("ddp") or {}
+    share = ddp.get("overlapped_percent") if mode == "ddp" else percent(hidden, own)
+    exposed = None if own is None or hidden is None else max(0.0, own - hidden)
+    return {"mode": mode, "own": own, "hidden": hidden, "exposed": exposed, "overlapped_percent": share,
+            "buckets": ddp.get("buckets"), "exposed_phase": ov.get("allreduce_exposed")}
+
+
+def overlap_sentence(acc):
+    """One sentence on the overlap of a run whose reduction overlaps compute, else None."""
+    if acc["mode"] == "serial" or acc["own"] is None:
+        return None
+    if acc["mode"] == "ddp":
+        head = "DDP reduced the gradient in {} bucket{} while backward ran".format(
+            acc["buckets"], "" if acc["buckets"] == 1 else "s")
+        if acc["overlapped_percent"] is None:
+            return head + ", but nothing was reduced (p = 1)."
+        text = head + ": {} of its {} reduction ({:.0f}%) was hidden behind backward, {} exposed".format(
+            _ms(acc["hidden"]), _ms(acc["own"]), acc["overlapped_percent"], _ms(acc["exposed"]))
+        if acc["buckets"] == 1:
+            text += " (one bucket starts only when every gradient is ready: a smaller bucket_cap_mb lets " \
+                    "DDP start reducing earlier)"
+        return text + "."
+    return ("Double buffering hid {} of the reduction's {} behind the next iteration's compute{}.".format(
+        _ms(acc["hidden"]), _ms(acc["own"]), "" if acc["overlapped_percent"] is None else
+        " ({:.0f}%)".format(acc["overlapped_percent"])))
+
+
 def signatures(doc, step, base_doc=None):
     """What, other than the network, the figures show: a list of {kind, text}."""
     found = []
@@ -226,6 +266,7 @@ def run_verdict(doc, base_doc, link_gbps=None):
         "per_array_cost": ar.get("per_array_cost"),
         "model": step_model(doc),
         "signatures": signatures(doc, step, base_doc),
+        "overlap": overlap_accounting(doc),
     }
     # Where the time beyond the ideal step went: the baseline's step under weak scaling (same
     # work per rank), its share of it under strong scaling (the global batch split p ways).
@@ -246,7 +287,9 @@ def run_verdict(doc, base_doc, link_gbps=None):
     out["baseline_processes"] = base_doc["config"]["processes"]
     out["ideal_step"] = ideal
     if ar.get("exposed_only"):
-        parts["exposed communication (double buffering)"] = ar.get("time")
+        what = ("DDP: the reduction backward still waited for" if out["overlap"]["mode"] == "ddp"
+                else "double buffering")
+        parts[f"exposed communication ({what})"] = ar.get("time")
     parts = {k: v for k, v in parts.items() if v is not None and v > 0}
     out["lost_per_step"] = lost
     out["where_lost"] = parts
@@ -283,15 +326,21 @@ def _sentences(v, doc, link_gbps):
         if rel:
             first += ", " + ", ".join(rel)
     else:
-        first += "; no busbw from the allreduce phase (double buffering: it is only the exposed wait)"
+        first += "; no busbw from the allreduce phase ({})".format(
+            "DDP reduces while backward runs: it is only the exposed part" if v["overlap"]["mode"] == "ddp"
+            else "double buffering: it is only the exposed wait")
         own, own_bw = ar.get("own_duration"), ar.get("busbw_own_duration")
         if own and own_bw:
-            first += ("; the reduction's own duration on its stream is {} (busbw {:.2f} Gb/s, {:.3f} GB/s, "
+            first += ("; the reduction's own duration {} is {} (busbw {:.2f} Gb/s, {:.3f} GB/s, "
                       "while it overlapped compute{})").format(
+                          "from DDP's timed comm hook" if v["overlap"]["mode"] == "ddp" else "on its stream",
                           _ms(own), gbit(own_bw), own_bw,
                           "" if ar.get("busbw_own_percent_of_ceiling") is None else ", {:.0f}% of the {} "
                           "ceiling at L".format(ar["busbw_own_percent_of_ceiling"], v["ceiling_path"]))
     words.append((True, first + "."))
+    said = overlap_sentence(v["overlap"])
+    if said:
+        words.append((True, said))
     if v["dominant"] and v["lost_per_step"] is not None and v["lost_per_step"] > 0:
         parts = sorted(v["where_lost"].items(), key=lambda kv: -kv[1])
         (top, t_top), rest = parts[0], parts[1:]
