@@ -294,6 +294,8 @@ def main():
             meta["link_gbps"] = p["link_gbps"]
         report = build_report(p["documents"], meta)
         report["verdict"] = assess(report, p["link_gbps"])
+        for sub in (report.get("frameworks") or {}).values():
+            sub["verdict"] = assess(sub, p["link_gbps"])
         if p["partial"]:
             report["partial"] = _partial(p["partial"])
     except (KeyError, TypeError, ValueError) as e:

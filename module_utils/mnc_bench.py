@@ -273,8 +273,89 @@ def _correctness(doc):
             "gradient_error": g.get("relative_error"), "gradient_check_distinguishes": g.get("distinguishes")}
 
 
+def framework_of(doc):
+    """The framework that made a document (documents from before the PyTorch engine are ChainerMN's)."""
+    return (doc.get("config") or {}).get("framework") or "chainer"
+
+
+FRAMEWORK_NAMES = {"chainer": "ChainerMN", "pytorch": "PyTorch DDP"}
+
+
 def build_report(documents, meta=None):
-    """One report dict from the benchmark documents of a sweep."""
+    """One report dict from the benchmark documents of a sweep.
+
+    With documents of both frameworks (``benchmark_framework: both``) the report is ChainerMN's,
+    with PyTorch's own report under ``frameworks`` and the two side by side per p under
+    ``framework_comparison``.
+    """
+    groups = {}
+    for d in documents:
+        groups.setdefault(framework_of(d), []).append(d)
+    if len(groups) < 2:
+        return _build_one(documents, meta)
+    primary = "chainer" if "chainer" in groups else sorted(groups)[0]
+    report = _build_one(groups[primary], meta)
+    report["frameworks"] = {name: _build_one(docs, meta) for name, docs in sorted(groups.items())
+                            if name != primary}
+    report["framework_comparison"] = compare_frameworks(
+        {primary: report, **report["frameworks"]})
+    return report
+
+
+def _in_training_busbw(run):
+    """(busbw GB/s, what it is over): the allreduce phase's, or where that is only the exposed
+    part (DDP, double buffering) the reduction's own duration's."""
+    if run.get("busbw") is not None:
+        return run["busbw"], "allreduce phase"
+    if run.get("busbw_own_duration") is not None:
+        return run["busbw_own_duration"], "reduction's own duration"
+    return None, None
+
+
+def compare_frameworks(reports):
+    """Per p, each framework's figures side by side: throughput, efficiency, in-training busbw
+    against its own ceiling at L and against the host MPI allreduce of L both runs measured."""
+    rows = []
+    counts = sorted({r["processes"] for rep in reports.values() for r in rep["runs"]})
+    for p in counts:
+        for name, rep in reports.items():
+            run = next((r for r in rep["runs"] if r["processes"] == p), None)
+            if run is None:
+                continue
+            busbw, over = _in_training_busbw(run)
+            host = next((c for c in run["ceilings_at_L"]
+                         if (c["path"], c["layout"]) == ("host-mpi", "packed")), None)
+            rows.append({
+                "processes": p, "framework": name, "name": FRAMEWORK_NAMES.get(name, name),
+                "samples_per_s": run["samples_per_s"], "efficiency": run["efficiency"],
+                "busbw": busbw, "busbw_over": over,
+                "ceiling_path": run["ceiling_path"], "ceiling_busbw": run["ceiling_busbw"],
+                "percent_of_ceiling": None if busbw is None or not run["ceiling_busbw"] else
+                100.0 * busbw / run["ceiling_busbw"],
+                "host_mpi_busbw": None if host is None else host["busbw"],
+                "percent_of_host_mpi": None if busbw is None or not host or not host["busbw"] else
+                100.0 * busbw / host["busbw"],
+                "allreduce_exposed": run["allreduce_time"],
+                "overlapped_percent": run.get("overlapped_percent"),
+            })
+    names = list(reports)
+    sentences = []
+    for p in counts:
+        here = {r["framework"]: r for r in rows if r["processes"] == p}
+        if len(here) < 2:
+            continue
+        a, b = here[names[0]], here[names[1]]
+        sentences.append("p = {}: {} {:.1f} samples/s, {} {:.1f} ({:.2f}x)".format(
+            p, b["name"], b["samples_per_s"], a["name"], a["samples_per_s"],
+            b["samples_per_s"] / a["samples_per_s"] if a["samples_per_s"] else float("nan")))
+    return {"frameworks": names, "rows": rows, "sentences": sentences,
+            "note": "in-training busbw is 2L(p-1)/p over the allreduce phase, or over the reduction's own "
+                    "duration where the phase is only its exposed part (PyTorch DDP, double buffering); each "
+                    "framework's ceiling is one allreduce of L on its own path, host-mpi the MPI allreduce "
+                    "of L both measured"}
+
+
+def _build_one(documents, meta=None):
     docs = sorted(documents, key=lambda d: d["config"]["processes"])
     for d in docs:
         if d.get("schema") != SCHEMA:
@@ -335,6 +416,8 @@ def build_report(documents, meta=None):
             "overlap": dict({k: ov.get(k) for k in ("perfect_overlap_step", "measured_step", "could_gain",
                                                      "hidden")},
                             allreduce_own=(ov.get("allreduce_own") or {}).get("median")),
+            "overlapped_percent": (ov.get("ddp") or {}).get("overlapped_percent"),
+            "framework": framework_of(d),
             **_correctness(d),
             "learning": d.get("learning"),
             "mpi_yield_when_idle": env.get("mpi_yield_when_idle"),
@@ -348,8 +431,10 @@ def build_report(documents, meta=None):
         "schema": REPORT_SCHEMA,
         "meta": dict(meta or {}),
         "config": {k: v for k, v in first.get("config", {}).items() if k != "processes"},
+        "framework": framework_of(first) if first else None,
         "environment": {k: first.get("environment", {}).get(k) for k in
-                        ("chainer", "numpy", "cupy", "mpi4py", "mpi_library", "python", "device",
+                        ("framework", "torch", "distributed", "chainer", "numpy", "cupy", "mpi4py",
+                         "mpi_library", "python", "device",
                          "cuda_aware_mpi", "transport", "network_pinning", "nccl_version", "nccl",
                          "cudnn_enabled")},
         "gradient": first.get("gradient"),
@@ -417,6 +502,36 @@ def _verdict_lines(report):
     if comparison:
         lines.append(f"* {comparison['summary']}")
     lines += ["", f"Model of a step: {verdict['model']}.", ""]
+    return lines
+
+
+def _frameworks_lines(report):
+    """The two frameworks side by side per p (benchmark_framework: both)."""
+    comp = report.get("framework_comparison")
+    if not comp:
+        return []
+    rows = []
+    for c in comp["rows"]:
+        own = "" if c["busbw_over"] in (None, "allreduce phase") else " (own duration)"
+        rows.append([c["processes"], c["name"], _f(c["samples_per_s"], "%.1f"),
+                     _f(None if c["efficiency"] is None else 100 * c["efficiency"], "%.1f%%"),
+                     _f(c["busbw"], "%.3f") + own,
+                     f"{c['ceiling_path'] or 'n/a'} {_f(c['ceiling_busbw'], '%.3f')}",
+                     _f(c["percent_of_ceiling"], "%.0f%%"), _f(c["host_mpi_busbw"], "%.3f"),
+                     _f(c["percent_of_host_mpi"], "%.0f%%"), _ms(c["allreduce_exposed"]),
+                     _f(c["overlapped_percent"], "%.0f%%")])
+    lines = ["## Frameworks compared", ""]
+    lines += [f"* {s}." for s in comp["sentences"]]
+    lines += ["", comp["note"][0].upper() + comp["note"][1:] + ".", "",
+              _table(["processes", "framework", "samples/s", "efficiency", "in-training busbw GB/s",
+                      "own ceiling at L GB/s", "% of own ceiling", "host-mpi at L GB/s", "% of host-mpi",
+                      "allreduce exposed (ms)", "overlapped behind backward"], rows), ""]
+    for name, sub in (report.get("frameworks") or {}).items():
+        verdict = sub.get("verdict") or {}
+        if verdict.get("headline"):
+            lines += [f"{FRAMEWORK_NAMES.get(name, name)}'s verdict:", ""]
+            lines += [f"* {h}" for h in verdict["headline"]]
+            lines.append("")
     return lines
 
 
@@ -569,16 +684,16 @@ def _pinning_lines(pinning):
     return [f"Network pinning (every job): Open MPI TCP {mpi_text}; NCCL sockets {nccl_text}.", ""]
 
 
-def _partial_lines(partial):
+def _partial_lines(partial, name="ChainerMN"):
     """The title, and for a sweep that stopped part way what is missing, before anything else."""
     if not partial:
-        return ["# ChainerMN scaling report"]
+        return [f"# {name} scaling report"]
     measured = ", ".join(str(n) for n in partial.get("measured") or []) or "none"
     not_run = ", ".join(str(n) for n in partial.get("not_run") or [])
     reason = " ".join(str(partial.get("reason") or "").split())
     return [
-        "# ChainerMN scaling report (PARTIAL: the sweep stopped at p = {})".format(
-            partial.get("failed_processes")),
+        "# {} scaling report (PARTIAL: the sweep stopped at p = {})".format(
+            name, partial.get("failed_processes")),
         "",
         "**Partial report, not a complete sweep.** The run with p = {} failed, so this report holds p = {} "
         "only{}. Efficiency and the verdict below cover those counts alone.".format(
@@ -592,7 +707,10 @@ def render_markdown(report, plots=()):
     """report.md: the verdict, configuration, then the tables, then the plots."""
     cfg, grad, runs = report["config"], report.get("gradient") or {}, report["runs"]
     meta, env = report.get("meta", {}), report.get("environment", {})
-    lines = [*_partial_lines(report.get("partial")), ""]
+    names = ((report.get("framework_comparison") or {}).get("frameworks")
+             or [report.get("framework") or "chainer"])
+    name = " and ".join(FRAMEWORK_NAMES.get(n, n) for n in names)
+    lines = [*_partial_lines(report.get("partial"), name), ""]
     if meta.get("timestamp"):
         where = f" on `{meta['launcher']}`" if meta.get("launcher") else ""
         lines += [f"Run `{meta['timestamp']}`{where}.", ""]
@@ -613,9 +731,10 @@ def render_markdown(report, plots=()):
             f"{cfg.get('global_batchsize')} samples per iteration split over the processes (strong scaling: "
             "the global batch fixed)", cfg.get("communicator"),
             env.get("device") or "cpu", cfg.get("iterations")),
-        "Gradient L = {} bytes ({:.2f} MB) in {} arrays. Chainer {}, {} (CUDA-aware: {}).".format(
+        "Gradient L = {} bytes ({:.2f} MB) in {} arrays. {}, {} (CUDA-aware: {}).".format(
             grad.get("bytes"), (grad.get("bytes") or 0) / 1e6, grad.get("arrays"),
-            env.get("chainer"), env.get("mpi_library"), cuda_text),
+            f"PyTorch {env.get('torch')} (DDP)" if env.get("framework") == "pytorch" else
+            f"Chainer {env.get('chainer')}", env.get("mpi_library"), cuda_text),
         "",
     ]
     lines += _ranks_lines(report)
@@ -777,6 +896,7 @@ def render_markdown(report, plots=()):
         "",
     ]
     lines += _skipped_lines(report)
+    lines += _frameworks_lines(report)
     lines += _verdict_details(report)
     lines += _comparison_lines(report)
     if report.get("trace"):

@@ -356,3 +356,38 @@ def test_serial_and_double_buffering_overlap_accounting():
     assert (acc["mode"], acc["overlapped_percent"]) == ("double-buffering", pytest.approx(75.0))
     assert mnc_verdict.overlap_sentence(acc) == ("Double buffering hid 3 ms of the reduction's 4 ms behind "
                                                  "the next iteration's compute (75%).")
+
+
+def test_a_report_of_both_frameworks_compares_them_per_p():
+    def ready(d, samples):
+        d["instrumentation"] = {"overhead_percent": 0.5, "rounds": [{"iterations": 5, "plain_wall": 1.0}]}
+        d["throughput"]["samples_per_s"] = samples
+        d["imbalance"] = stat(0.0)
+        d["ceilings"]["rows"].append({"path": "host-mpi", "layout": "packed", "label": "x", "arrays": 1,
+                                      "repetitions": 10, "time": 0.05, "busbw": 2.0, "spread": stat(0.05)})
+        return d
+
+    chainer = [ready(make_doc(1, 1), 100.0), ready(make_doc(2, 1, allreduce=0.05, ceiling=0.04), 150.0)]
+    torch_base = ready(make_doc(1, 1), 120.0)
+    torch_base["config"]["framework"] = "pytorch"
+    torch_two = ready(ddp_doc(own=0.040, hidden=0.030), 210.0)
+    rep = mnc_bench.build_report([*chainer, torch_base, torch_two])
+    assert [r["processes"] for r in rep["runs"]] == [1, 2] and rep["framework"] == "chainer"
+    assert [r["processes"] for r in rep["frameworks"]["pytorch"]["runs"]] == [1, 2]
+    comp = rep["framework_comparison"]
+    assert comp["frameworks"] == ["chainer", "pytorch"]
+    rows = {(r["processes"], r["framework"]): r for r in comp["rows"]}
+    assert set(rows) == {(1, "chainer"), (1, "pytorch"), (2, "chainer"), (2, "pytorch")}
+    # ChainerMN's busbw is over its allreduce phase, DDP's over the reduction's own duration
+    assert rows[2, "chainer"]["busbw_over"] == "allreduce phase"
+    assert rows[2, "pytorch"]["busbw_over"] == "reduction's own duration"
+    assert rows[2, "pytorch"]["busbw"] == pytest.approx(2 * L / 2 / 0.040 / 1e9)
+    assert rows[2, "pytorch"]["percent_of_host_mpi"] == pytest.approx(100 * rows[2, "pytorch"]["busbw"] / 2.0)
+    assert comp["sentences"] == ["p = 1: PyTorch DDP 120.0 samples/s, ChainerMN 100.0 (1.20x)",
+                                 "p = 2: PyTorch DDP 210.0 samples/s, ChainerMN 150.0 (1.40x)"]
+    rep["verdict"] = mnc_verdict.assess(rep)
+    rep["frameworks"]["pytorch"]["verdict"] = mnc_verdict.assess(rep["frameworks"]["pytorch"])
+    md = mnc_bench.render_markdown(rep)
+    assert md.startswith("# ChainerMN and PyTorch DDP scaling report")
+    assert "## Frameworks compared" in md and "| 2 | PyTorch DDP | 210.0 |" in md
+    assert "PyTorch DDP's verdict:" in md and "was hidden behind backward" in md
