@@ -150,6 +150,39 @@ def test_the_report_gives_a_verdict(ddp):
     assert "p = 2" in " ".join(verdict["headline"])
 
 
+def test_one_process_with_torchvisions_resnet50(tmp_path):
+    doc = run_ok(["--framework", "pytorch", "--model", "resnet50", "--batchsize", "2", "--insize", "32",
+                  "--iterations", "2", "--warmup", "2", "--sweep-max-bytes", "0", "--p2p-bytes", "0"],
+                 tmp_path / "r.json", processes=1)
+    # torchvision's ResNet-50: 25,557,032 parameters in 161 tensors (53 convolutions, 53 batch norms, fc)
+    assert doc["gradient"]["elements"] == 25_557_032 and doc["gradient"]["arrays"] == 161
+    assert doc["gradient"]["bytes"] == 4 * 25_557_032 == doc["allreduce"]["bytes"]
+    assert doc["allreduce"]["busbw"] is None and doc["allreduce"]["busbw_own_duration"] is None  # p = 1
+    assert [(r["bytes"], r["at_L"]) for r in doc["raw_allreduce"]] == [(doc["gradient"]["bytes"], True)]
+    assert doc["p2p"] == [] and doc["environment"]["distributed"]["master_addr"] == "127.0.0.1"
+    assert doc["correctness"]["gradients"]["averaged"] is True
+
+
+def test_held_out_samples_and_the_ddp_training_learns(tmp_path):
+    import numpy as np
+
+    from tests.train.test_data import write_idx
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 400)
+    images = rng.integers(0, 40, (400, 28, 28))
+    for i, k in enumerate(labels):
+        images[i, 2 * k:2 * k + 3, :] = 255
+    write_idx(tmp_path / "train-images-idx3-ubyte", images, gz=False)
+    write_idx(tmp_path / "train-labels-idx1-ubyte", labels, gz=False)
+    doc = run_ok([*TORCH, "--data", str(tmp_path), "--validation", "100"], tmp_path / "v.json")
+    assert doc["config"]["data_format"] == "mnist-idx"
+    v = doc["learning"]["validation"]
+    assert v["samples"] == 100 and v["per_rank"] == [50, 50]
+    assert v["after"]["loss"] < v["before"]["loss"] / 2
+    assert v["after"]["accuracy"] >= 0.9 > v["before"]["accuracy"]
+
+
 def _mutated(tmp_path, old: str, new: str):
     shutil.copytree(ROOT / "train", tmp_path / "train", ignore=shutil.ignore_patterns("__pycache__"))
     hook = tmp_path / "train" / "ddp_hook.py"
