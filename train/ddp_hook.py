@@ -112,18 +112,20 @@ def timed_allreduce_hook(state: TimedAllreduce, bucket):
 def overlap_record(phases: dict, per_rank: list[list[dict]], measured_step: float) -> dict:
     """The document's ``overlap`` for DDP, from every rank's per-iteration hook figures.
 
-    Per iteration the rank whose reduction took longest (the critical one) gives ``own`` and
-    ``hidden``; the record has the same keys as ChainerMN's (``train.document.overlap_record``)
-    and, under ``ddp``, the share of the reduction that overlapped backward and the buckets.
+    Per iteration the rank whose reduction took least time gives ``own`` and ``hidden``: the
+    last rank to hand its buckets over, which waited for no other (a faster rank's reduction
+    also holds its wait for the slowest one, which the wait phase already counts). The record
+    has the same keys as ChainerMN's (``train.document.overlap_record``) and, under ``ddp``, the
+    share of the reduction that overlapped backward and the buckets.
     """
     from train import metrics
 
     n = min(len(x) for x in per_rank)
     own, hidden = [], []
     for i in range(n):
-        critical = max((x[i] for x in per_rank), key=lambda f: f["own"])
-        own.append(critical["own"])
-        hidden.append(critical["hidden"])
+        last = min((x[i] for x in per_rank), key=lambda f: f["own"])
+        own.append(last["own"])
+        hidden.append(last["hidden"])
     med = {k: phases[k]["median"] for k in ("compute", "wait", "allreduce", "update")}
     own_s = metrics.summarize(own) if n else None
     own_t = own_s["median"] if own_s else None
@@ -155,10 +157,11 @@ def overlap_record(phases: dict, per_rank: list[list[dict]], measured_step: floa
             "hook": "DDP's default reduction (bucket / p, all_reduce on the process group) in a Python "
                     "comm hook that stamps each bucket's hand-over and the end of its reduction",
         },
-        "note": "per iteration the rank whose reduction took longest: allreduce_own is the time some bucket "
-                "was being reduced (union of the buckets' intervals), hidden the part of it before the last "
-                "bucket's gradients were ready (behind backward's computation); overlapped_percent = hidden "
-                "over own, summed over iterations. allreduce_exposed is the allreduce phase, the reduction "
+        "note": "per iteration the rank whose reduction took least time (the last to hand its buckets over, "
+                "which waited for no other rank): allreduce_own is the time some bucket was being reduced "
+                "(union of the buckets' intervals), hidden the part of it before the last bucket's gradients "
+                "were ready (behind backward's computation); overlapped_percent = hidden over own, summed "
+                "over iterations. allreduce_exposed is the allreduce phase, the reduction "
                 "backward still waited for after compute. perfect_overlap_step = max(compute, own) + update; "
                 "measured_step is the plain pass's time per iteration",
     }

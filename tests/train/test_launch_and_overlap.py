@@ -90,19 +90,20 @@ def _iteration(own, hidden, buckets=((0, 100, 0.001), (1, 300, 0.002))):
             "buckets": [{"index": i, "bytes": n, "duration": d} for i, n, d in buckets]}
 
 
-def test_overlap_record_takes_each_iterations_critical_rank():
+def test_overlap_record_takes_each_iterations_last_rank():
     stat = {"median": 0.0}
     phases = {"compute": {"median": 0.010}, "wait": {"median": 0.001}, "allreduce": {"median": 0.002},
               "update": {"median": 0.003}, "total": stat}
     rank0 = [_iteration(0.004, 0.003), _iteration(0.006, 0.002)]
     rank1 = [_iteration(0.005, 0.001), _iteration(0.002, 0.002)]
     rec = ddp_hook.overlap_record(phases, [rank0, rank1], measured_step=0.020)
-    # iteration 0: rank 1's 5 ms (1 hidden); iteration 1: rank 0's 6 ms (2 hidden)
-    assert rec["allreduce_own"]["median"] == pytest.approx(0.0055)
-    assert rec["hidden"] == pytest.approx(0.0015)
-    assert rec["ddp"]["overlapped_percent"] == pytest.approx(100 * 0.003 / 0.011)
-    assert rec["ddp"]["exposed"]["mean"] == pytest.approx((0.004 + 0.004) / 2)
+    # the rank whose reduction was shortest (it waited for no other): iteration 0 rank 0's 4 ms
+    # (3 hidden), iteration 1 rank 1's 2 ms (all hidden)
+    assert rec["allreduce_own"]["median"] == pytest.approx(0.003)
+    assert rec["hidden"] == pytest.approx(0.0025)
+    assert rec["ddp"]["overlapped_percent"] == pytest.approx(100 * 0.005 / 0.006)
+    assert rec["ddp"]["exposed"]["mean"] == pytest.approx((0.001 + 0.0) / 2)
     assert (rec["ddp"]["buckets"], rec["ddp"]["bucket_bytes"]) == (2, [100, 300])
-    assert rec["perfect_overlap_step"] == pytest.approx(max(0.010, 0.0055) + 0.003)
+    assert rec["perfect_overlap_step"] == pytest.approx(max(0.010, 0.003) + 0.003)
     assert rec["could_gain"] == pytest.approx(0.020 - 0.013)
     assert rec["mode"] == "ddp" and rec["allreduce_exposed"] == 0.002
