@@ -143,6 +143,11 @@ def resolve_framework(args: argparse.Namespace) -> str | None:
             return (f"--communicator {args.communicator} is a PyTorch process group backend: add "
                     "--framework pytorch, or choose a ChainerMN communicator")
         return None
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return (f"--framework pytorch needs torch, which is not installed for {sys.executable} (the chainer "
+                "role installs it with chainer_torch: true)")
     if args.communicator is None:
         args.communicator = "nccl" if args.gpu else "gloo"
     if args.communicator not in BACKENDS:
