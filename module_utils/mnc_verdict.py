@@ -24,6 +24,11 @@ from __future__ import annotations
 
 import math
 
+try:  # as a module_utils of an Ansible module
+    from ansible.module_utils.mnc_overlap import overlap_accounting, overlap_sentence
+except ImportError:  # imported directly (unit tests)
+    from mnc_overlap import overlap_accounting, overlap_sentence
+
 MODEL = (
     "step = measured compute + measured update + ring allreduce predicted from point-to-point: "
     "k * 2(p-1) * alpha + 2(p-1)/p * L / B, B and alpha the point-to-point bandwidth and one-way "
@@ -145,46 +150,6 @@ def _contention(yields):
         return text + (" (MPI yields when idle here, which softens it; run no more ranks than CPUs to "
                        "remove it)")
     return text + " (run no more ranks than CPUs, or have MPI yield when idle: mnc_mpi_yield_when_idle)"
-
-
-def overlap_accounting(doc):
-    """How much of the gradient reduction ran behind compute: the run's ``overlap`` in a few numbers.
-
-    ``mode`` is ``ddp`` (PyTorch DDP: buckets reduced while backward runs, timed by a comm
-    hook), ``double-buffering`` (ChainerMN: the reduction overlaps the next iteration) or
-    ``serial`` (nothing overlaps). ``own`` is the reduction's own duration, ``hidden`` the part
-    of it behind compute, ``exposed`` the rest (own - hidden), ``overlapped_percent`` hidden / own
-    (DDP: over all iterations, as the document gives it).
-    """
-    ov = doc.get("overlap") or {}
-    mode = ov.get("mode") or ("double-buffering" if ov.get("double_buffering") else "serial")
-    own = (ov.get("allreduce_own") or {}).get("median")
-    hidden = ov.get("hidden")
-    ddp = ov.get("ddp") or {}
-    share = ddp.get("overlapped_percent") if mode == "ddp" else percent(hidden, own)
-    exposed = None if own is None or hidden is None else max(0.0, own - hidden)
-    return {"mode": mode, "own": own, "hidden": hidden, "exposed": exposed, "overlapped_percent": share,
-            "buckets": ddp.get("buckets"), "exposed_phase": ov.get("allreduce_exposed")}
-
-
-def overlap_sentence(acc):
-    """One sentence on the overlap of a run whose reduction overlaps compute, else None."""
-    if acc["mode"] == "serial" or acc["own"] is None:
-        return None
-    if acc["mode"] == "ddp":
-        head = "DDP reduced the gradient in {} bucket{} while backward ran".format(
-            acc["buckets"], "" if acc["buckets"] == 1 else "s")
-        if acc["overlapped_percent"] is None:
-            return head + ", but nothing was reduced (p = 1)."
-        text = head + ": {} of its {} reduction ({:.0f}%) was hidden behind backward, {} exposed".format(
-            _ms(acc["hidden"]), _ms(acc["own"]), acc["overlapped_percent"], _ms(acc["exposed"]))
-        if acc["buckets"] == 1:
-            text += " (one bucket starts only when every gradient is ready: a smaller bucket_cap_mb lets " \
-                    "DDP start reducing earlier)"
-        return text + "."
-    return ("Double buffering hid {} of the reduction's {} behind the next iteration's compute{}.".format(
-        _ms(acc["hidden"]), _ms(acc["own"]), "" if acc["overlapped_percent"] is None else
-        " ({:.0f}%)".format(acc["overlapped_percent"])))
 
 
 def signatures(doc, step, base_doc=None):

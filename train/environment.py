@@ -18,6 +18,8 @@ import subprocess
 
 import numpy as np
 
+from train import torch_environment
+
 YIELD_VAR = "OMPI_MCA_mpi_yield_when_idle"
 # What the ranks were told about transports, as mpiexec --mca / -x pass it.
 TRANSPORT_VARS = ("OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_btl_tcp_if_include",
@@ -418,7 +420,7 @@ def rank_record(r) -> dict:
         "nccl": nccl_debug_read(),
     }
     if getattr(r, "framework", "chainer") == "pytorch":
-        rec["gpu"] = torch_gpu(r)
+        rec["gpu"] = torch_environment.torch_gpu(r)
     elif r.cuda is not None:
         cupy = r.cuda.cupy
         props = cupy.cuda.runtime.getDeviceProperties(r.device)
@@ -427,32 +429,6 @@ def rank_record(r) -> dict:
                       "pci_bus_id": "{:04x}:{:02x}:{:02x}.0".format(
                           props.get("pciDomainID", 0), props.get("pciBusID", 0), props.get("pciDeviceID", 0))}
     return rec
-
-
-def torch_gpu(r) -> dict | None:
-    """This rank's GPU as torch sees it (the PyTorch engine with --gpu), else None."""
-    if not r.args.gpu:
-        return None
-    props = r.torch.cuda.get_device_properties(r.device)
-    bus = "{:04x}:{:02x}:{:02x}.0".format(getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", 0),
-                                          getattr(props, "pci_device_id", 0))
-    return {"device": r.device.index, "name": props.name, "pci_bus_id": bus}
-
-
-def framework_record(r) -> dict:
-    """Which framework ran, its version, and how its ranks were brought up (the same keys for both)."""
-    if getattr(r, "framework", "chainer") != "pytorch":
-        return {"framework": "chainer", "chainer": r.chainer.__version__, "torch": None,
-                "communicator_class": type(r.comm).__name__, "distributed": None}
-    torch = r.torch
-    launch = r.launch
-    return {"framework": "pytorch", "chainer": None, "torch": torch.__version__,
-            "communicator_class": type(r.ddp).__name__,
-            "distributed": {**launch, "host_communicator": r.host_path,
-                            "note": "how the ranks learnt their rank, world size and rendezvous: "
-                                    "launcher (mpiexec, slurm for srun --mpi=pmix, torchrun, none), the "
-                                    "variables read, the master address and where it came from, and the "
-                                    "process group's backend"}}
 
 
 def device_buffer_allreduce(r) -> dict | None:
@@ -544,7 +520,7 @@ def environment(r, ranks: list[dict]) -> dict:
     counts: dict[str, int] = {}
     for h in r.hosts:
         counts[h] = counts.get(h, 0) + 1
-    fw = framework_record(r)
+    fw = torch_environment.framework_record(r)
     env = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -574,13 +550,7 @@ def environment(r, ranks: list[dict]) -> dict:
         "scheduler": scheduler_job(),
     }
     if fw["framework"] == "pytorch" and r.args.gpu:
-        torch = r.torch
-        env["device"] = f"cuda ({ranks[0]['gpu']['name']})"
-        env["gpus"] = [dict(rec["gpu"], rank=rec["rank"], host=rec["host"]) for rec in ranks]
-        env["cudnn_enabled"] = bool(torch.backends.cudnn.enabled and torch.backends.cudnn.is_available())
-        version = torch.cuda.nccl.version() if hasattr(torch.cuda, "nccl") else None
-        env["nccl_version"] = ".".join(str(v) for v in version) if isinstance(version, tuple) else version
-        env["torch_cuda"] = torch.version.cuda
+        env.update(torch_environment.gpu_environment(r, ranks))
     if r.cuda is not None:
         cupy = r.cuda.cupy
         env["cupy"] = cupy.__version__
