@@ -246,7 +246,8 @@ def before_mpi(nccl: bool = False) -> None:
         os.environ[YIELD_VAR] = decision["value"]
     BEFORE_MPI.update(cpus=cpus, yield_when_idle=decision)
     env = os.environ
-    if env.get("OMPI_COMM_WORLD_RANK", env.get("PMIX_RANK", env.get("SLURM_PROCID", "0"))) == "0":
+    rank_vars = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK")  # RANK: torchrun's
+    if next((env[v] for v in rank_vars if v in env), "0") == "0":
         settings = ompi_settings()
         BEFORE_MPI["cuda_aware_mpi"] = {k: settings[k] for k in ("built_with_cuda_support", "source")}
         BEFORE_MPI["network_pinning"] = {
