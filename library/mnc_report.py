@@ -98,6 +98,11 @@ files:
   returned: always
   type: list
   elements: str
+frameworks:
+  description: With documents of both frameworks, one sentence per process count comparing their throughput.
+  returned: always
+  type: list
+  elements: str
 partial:
   description: The O(partial) given, when the report is a partial one.
   returned: always
@@ -400,7 +405,8 @@ def main():
         link = os.path.join(p["dest"], "latest")
         point_link(link, p["timestamp"])  # relative: the reports tree can move
     module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary,
-                     comparison=report.get("comparison"), partial=report.get("partial"))
+                     comparison=report.get("comparison"), partial=report.get("partial"),
+                     frameworks=(report.get("framework_comparison") or {}).get("sentences") or [])
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ def test_one_report_compares_both_frameworks_per_p(tmp_path):
     rep = run_module({"documents": res["documents"], "dest": str(tmp_path / "reports"),
                       "timestamp": "20260101T000000Z", "link_gbps": 10}, module="mnc_report")
     assert not rep.get("failed"), rep.get("msg")
+    assert [s.split(":")[0] for s in rep["frameworks"]] == ["p = 1", "p = 2"]  # the play shows these
     run = tmp_path / "reports" / "20260101T000000Z"
     names = {p.name for p in run.iterdir()}
     assert {"p1.json", "p2.json", "p1-pytorch.json", "p2-pytorch.json", "frameworks.png"} <= names
