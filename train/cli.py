@@ -231,7 +231,8 @@ def resolve(args: argparse.Namespace) -> str | None:
 
 def _size() -> int:
     """The job's process count from the launcher's environment, before MPI starts (1 without one)."""
-    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "WORLD_SIZE", "SLURM_NTASKS"):
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "WORLD_SIZE", "SLURM_STEP_NUM_TASKS",
+                "SLURM_NTASKS"):
         if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
     return 1

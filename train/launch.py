@@ -5,7 +5,8 @@ port) for ``torch.distributed``. Users start it three ways, and each says so in 
 environment:
 
 * ``mpiexec`` (Open MPI): ``OMPI_COMM_WORLD_RANK`` / ``_SIZE`` / ``_LOCAL_RANK``;
-* ``srun --mpi=pmix`` (Slurm): ``SLURM_PROCID`` / ``SLURM_NTASKS`` / ``SLURM_LOCALID``
+* ``srun --mpi=pmix`` (Slurm): ``SLURM_PROCID`` / ``SLURM_STEP_NUM_TASKS`` (else ``SLURM_NTASKS``) /
+  ``SLURM_LOCALID``
   (``PMIX_RANK`` as well);
 * ``torchrun``: ``RANK`` / ``WORLD_SIZE`` / ``LOCAL_RANK`` and ``MASTER_ADDR`` /
   ``MASTER_PORT`` (``TORCHELASTIC_RUN_ID`` marks it).
@@ -22,7 +23,8 @@ LAUNCHERS = (
     ("torchrun", "TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
     ("mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-    ("slurm", "SLURM_PROCID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", None),
+    # the job step's task count (a step may run fewer tasks than the job has)
+    ("slurm", "SLURM_PROCID", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None),
     ("mpiexec", "PMIX_RANK", "PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE"),
     ("mpiexec", "PMI_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
 )
@@ -45,6 +47,8 @@ def detect(env) -> dict:
             continue
         if name == "slurm" and not env.get("SLURM_STEP_ID"):
             continue  # a batch script's own shell, not a task of a job step
+        if name == "slurm" and env.get(size) is None:
+            size = "SLURM_NTASKS"
         rec = {"launcher": name, "rank": _int(env, rank), "size": _int(env, size),
                "local_rank": _int(env, local) or 0, "local_size": _int(env, local_size),
                "rank_from": rank, "size_from": size,

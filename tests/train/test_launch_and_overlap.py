@@ -19,12 +19,16 @@ def test_mpiexec_ranks():
 
 
 def test_srun_ranks_with_the_node_count_from_slurm():
-    env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "6", "SLURM_LOCALID": "1", "SLURM_STEP_ID": "0",
-           "SLURM_STEP_TASKS_PER_NODE": "2(x3)", "SLURM_NODEID": "2", "PMIX_RANK": "5"}
+    env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_STEP_NUM_TASKS": "6", "SLURM_LOCALID": "1",
+           "SLURM_STEP_ID": "0", "SLURM_STEP_TASKS_PER_NODE": "2(x3)", "SLURM_NODEID": "2", "PMIX_RANK": "5"}
     rec = launch.detect(env)
+    # the step's 6 tasks, not the job's 8
     assert (rec["launcher"], rec["rank"], rec["size"], rec["local_rank"], rec["local_size"]) == \
         ("slurm", 5, 6, 1, 2)
-    assert rec["rank_from"] == "SLURM_PROCID" and launch.uses_mpi(rec)
+    assert rec["rank_from"] == "SLURM_PROCID" and rec["size_from"] == "SLURM_STEP_NUM_TASKS"
+    assert launch.uses_mpi(rec)
+    del env["SLURM_STEP_NUM_TASKS"]
+    assert (launch.detect(env)["size"], launch.detect(env)["size_from"]) == (8, "SLURM_NTASKS")
 
 
 def test_mpiexec_inside_a_slurm_job_is_mpiexec():
