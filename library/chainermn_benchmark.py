@@ -90,10 +90,21 @@ options:
     description: Untimed iterations first (at least 2).
     type: int
     default: 5
-  communicator:
-    description: ChainerMN communicator; the benchmark picks C(pure_nccl) with O(gpu), C(naive) without.
+  framework:
+    description:
+      - C(chainer) (ChainerMN), C(pytorch) (PyTorch DDP), or C(both), each process count run with ChainerMN
+        then with PyTorch, their documents side by side.
     type: str
-    choices: [naive, flat, non_cuda_aware, pure_nccl]
+    choices: [chainer, pytorch, both]
+    default: chainer
+  communicator:
+    description:
+      - ChainerMN communicator; the benchmark picks C(pure_nccl) with O(gpu), C(naive) without.
+      - For PyTorch the process group's backend, C(gloo) or C(nccl) (default C(nccl) with O(gpu),
+        C(gloo) without); with O(framework=both) each framework takes the value that is one of its own
+        and its default otherwise.
+    type: str
+    choices: [naive, flat, non_cuda_aware, pure_nccl, gloo, nccl]
   gpu:
     description: One GPU per process.
     type: bool
@@ -234,6 +245,29 @@ from ansible.module_utils.mnc_bench import (
 )
 
 TRAIN_OPTIONS = ("model", "batchsize", "unit", "iterations", "warmup", "communicator", "gpu", "data")
+BACKENDS = ("gloo", "nccl")
+
+
+def frameworks(framework):
+    return ["chainer", "pytorch"] if framework == "both" else [framework]
+
+
+def _options(p, framework):
+    """``python -m train`` options of one framework's run (no --framework for Chainer, the default)."""
+    options = {k: p[k] for k in TRAIN_OPTIONS}
+    if framework == "pytorch":
+        options = {"framework": "pytorch", **options}
+    chosen = options["communicator"]
+    if chosen is not None and (chosen in BACKENDS) != (framework == "pytorch"):
+        if p["framework"] != "both":
+            return None
+        options["communicator"] = None  # the other framework's choice: this one takes its default
+    return options
+
+
+def runs(p, counts):
+    """(processes, framework) in the order they run: each count with every framework."""
+    return [(n, fw) for n in counts for fw in frameworks(p["framework"])]
 
 
 def _plan(module):
@@ -258,6 +292,10 @@ def _plan(module):
         module.fail_json(msg=problem, process_counts=counts)
     if p["trace"] and not p["out_dir"]:
         module.fail_json(msg="trace needs out_dir")
+    if _options(p, p["framework"] if p["framework"] != "both" else "chainer") is None:
+        module.fail_json(msg=f"communicator {p['communicator']} is not one of {p['framework']}'s: "
+                             + ("gloo or nccl" if p["framework"] == "pytorch" else
+                                "naive, flat, non_cuda_aware or pure_nccl") + "; nothing was run")
     # What earlier tasks install: in check mode they have not run yet, so only warn.
     missing = []
     if not os.path.isfile(os.path.join(p["chdir"], "train", "__main__.py")):
@@ -280,11 +318,12 @@ def _commands(module, counts, slots):
     p = module.params
     timeout_bin = module.get_bin_path("timeout")
     cmds = []
-    for n in counts:
-        options = {k: p[k] for k in TRAIN_OPTIONS}
+    for n, fw in runs(p, counts):
+        options = _options(p, fw)
         extra = list(p["extra_args"])
+        suffix = "" if fw == "chainer" else f"-{fw}"
         if p["trace"]:
-            extra += ["--trace", os.path.join(p["out_dir"], f"trace-p{n}.json")]
+            extra += ["--trace", os.path.join(p["out_dir"], f"trace-p{n}{suffix}.json")]
         command = train_argv(p["python"], options, extra)
         if p["launcher"] == "slurm":
             cmds.append(srun_argv(p["srun"], n, slots, command, extra_args=p["srun_extra_args"],
@@ -297,10 +336,12 @@ def _commands(module, counts, slots):
     return cmds
 
 
-def _fail_run(module, n, argv, rc, out, err, timed_out):
+def _fail_run(module, n, argv, rc, out, err, timed_out, framework="chainer"):
     rank = failing_rank(err)
     tail = stderr_tail(err, rank)
     who = f"rank {rank}" if rank is not None else "a rank"
+    if module.params["framework"] == "both":
+        who += f" ({'ChainerMN' if framework == 'chainer' else 'PyTorch DDP'})"
     if timed_out:
         msg = (f"the run with {n} processes did not finish within {module.params['timeout']} s "
                f"and was killed (a hung rank or a network that does not connect?); stderr tail:\n{tail}")
@@ -328,7 +369,9 @@ def main():
             unit=dict(type="int"),
             iterations=dict(type="int", default=50),
             warmup=dict(type="int", default=5),
-            communicator=dict(type="str", choices=["naive", "flat", "non_cuda_aware", "pure_nccl"]),
+            framework=dict(type="str", choices=["chainer", "pytorch", "both"], default="chainer"),
+            communicator=dict(type="str",
+                              choices=["naive", "flat", "non_cuda_aware", "pure_nccl", "gloo", "nccl"]),
             gpu=dict(type="bool", default=False),
             data=dict(type="str", default="synthetic"),
             extra_args=dict(type="list", elements="str", default=[]),
@@ -356,13 +399,13 @@ def main():
     if p["out_dir"]:
         os.makedirs(p["out_dir"], exist_ok=True)
     documents, files = [], []
-    for i, n in enumerate(counts):
+    for i, (n, fw) in enumerate(runs(p, counts)):
         argv = commands[i]
         start = time.monotonic()
         rc, out, err = module.run_command(argv, cwd=p["chdir"], environ_update=env, check_rc=False)
         if rc != 0:
             stopped = timed_out(rc, out + err, time.monotonic() - start, p["timeout"])
-            _fail_run(module, n, argv, rc, out, err, stopped)
+            _fail_run(module, n, argv, rc, out, err, stopped, fw)
         try:
             doc = parse_document(out)
         except ValueError as e:
@@ -371,7 +414,7 @@ def main():
         doc["launch"] = {"launcher": p["launcher"], "command": argv}
         documents.append(doc)
         if p["out_dir"]:
-            path = os.path.join(p["out_dir"], f"p{n}.json")
+            path = os.path.join(p["out_dir"], f"p{n}{'' if fw == 'chainer' else '-' + fw}.json")
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=1)
             files.append(path)
@@ -381,7 +424,8 @@ def main():
         process_counts=counts,
         commands=commands,
         documents=documents,
-        scaling=scaling([(d["config"]["processes"], d["throughput"]["samples_per_s"]) for d in documents]),
+        scaling=scaling([(d["config"]["processes"], d["throughput"]["samples_per_s"]) for d in documents
+                         if (d["config"].get("framework") or "chainer") == frameworks(p["framework"])[0]]),
     )
     if p["out_dir"]:
         result["files"] = files

@@ -98,6 +98,11 @@ files:
   returned: always
   type: list
   elements: str
+frameworks:
+  description: With documents of both frameworks, one sentence per process count comparing their throughput.
+  returned: always
+  type: list
+  elements: str
 partial:
   description: The O(partial) given, when the report is a partial one.
   returned: always
@@ -123,6 +128,42 @@ PLOTS = (
     ("phases.png", "Time per iteration by phase vs processes"),
     ("bandwidth.png", "Allreduce bus bandwidth against its labelled ceilings and point-to-point"),
 )
+
+
+FRAMEWORKS_PLOT = ("frameworks.png", "ChainerMN and PyTorch DDP per process count: throughput, in-training "
+                                     "busbw against each one's ceiling at L")
+
+
+def _plot_frameworks(plt, report, path):
+    """Both frameworks side by side: samples/s, and in-training busbw against each one's ceiling at L."""
+    comp = report["framework_comparison"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, name in enumerate(comp["frameworks"]):
+        rows = [r for r in comp["rows"] if r["framework"] == name]
+        colour = ("#4C72B0", "#C44E52", "#55A868")[i % 3]
+        label = rows[0]["name"] if rows else name
+        ps = [r["processes"] for r in rows]
+        ax1.plot(ps, [r["samples_per_s"] for r in rows], "o-", color=colour, label=label)
+        multi = [r for r in rows if r["busbw"] is not None]
+        own = any(r["busbw_over"] != "allreduce phase" for r in multi)
+        ax2.plot([r["processes"] for r in multi], [r["busbw"] for r in multi], "*-", color=colour,
+                 markersize=10, label=f"{label} in training" + (" (own duration)" if own else ""))
+        ceil = [r for r in rows if r["ceiling_busbw"]]
+        ax2.plot([r["processes"] for r in ceil], [r["ceiling_busbw"] for r in ceil], "D--", color=colour,
+                 label=f"{label}'s ceiling at L ({ceil[0]['ceiling_path'] if ceil else 'n/a'})")
+    ax1.set_xlabel("processes")
+    ax1.set_ylabel("samples/s")
+    ax1.set_title("Throughput")
+    ax2.set_xlabel("processes")
+    ax2.set_ylabel("busbw, GB/s (1e9 B/s)")
+    ax2.set_title("Gradient allreduce against its ceiling at L")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(_subtitle(report), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _plot_throughput(plt, report, path):
@@ -215,7 +256,8 @@ def _plot_bandwidth(plt, report, path):
         ar = d["allreduce"]
         if ar.get("busbw"):
             ax.plot([ar["bytes"]], [ar["busbw"]], "*", color=colour, markersize=14, mec="black",
-                    label=f"ChainerMN gradient allreduce, p={p}")
+                    label=f"{'PyTorch DDP' if d['config'].get('framework') == 'pytorch' else 'ChainerMN'} "
+                          f"gradient allreduce, p={p}")
     styles = {"inter-node": ("black", "--"), "intra-node": ("grey", ":")}
     seen = set()
     for d in docs:
@@ -294,6 +336,8 @@ def main():
             meta["link_gbps"] = p["link_gbps"]
         report = build_report(p["documents"], meta)
         report["verdict"] = assess(report, p["link_gbps"])
+        for sub in (report.get("frameworks") or {}).values():
+            sub["verdict"] = assess(sub, p["link_gbps"])
         if p["partial"]:
             report["partial"] = _partial(p["partial"])
     except (KeyError, TypeError, ValueError) as e:
@@ -314,6 +358,9 @@ def main():
 
     report_dir = os.path.join(p["dest"], p["timestamp"])
     plots = list(PLOTS) if p["plots"] else []
+    if plots and report.get("framework_comparison"):
+        plots.append(FRAMEWORKS_PLOT)
+    others = [(name, d) for name, sub in (report.get("frameworks") or {}).items() for d in sub["documents"]]
     trace = chrome_trace(report["documents"])
     if trace["traceEvents"]:
         report["trace"] = "trace.json"
@@ -321,6 +368,7 @@ def main():
     if report.get("trace"):
         files.append(os.path.join(report_dir, report["trace"]))
     files += [os.path.join(report_dir, f"p{r['processes']}.json") for r in report["runs"]]
+    files += [os.path.join(report_dir, f"p{d['config']['processes']}-{name}.json") for name, d in others]
     files += [os.path.join(report_dir, n) for n, _ in plots]
     summary = [dict(r, verdict=v["headline"]) for r, v in zip(report["runs"], report["verdict"]["runs"])]  # noqa: B905
     if module.check_mode:
@@ -340,6 +388,9 @@ def main():
     for d in report["documents"]:
         name = f"p{d['config']['processes']}.json"
         write_atomic(os.path.join(report_dir, name), json.dumps(d, indent=1) + "\n")
+    for name, d in others:
+        write_atomic(os.path.join(report_dir, f"p{d['config']['processes']}-{name}.json"),
+                     json.dumps(d, indent=1) + "\n")
     write_atomic(os.path.join(report_dir, "report.json"), json.dumps(report, indent=1) + "\n")
     write_atomic(os.path.join(report_dir, "report.md"), render_markdown(report, plots))
     if report.get("trace"):
@@ -348,11 +399,14 @@ def main():
         _plot_throughput(plt, report, os.path.join(report_dir, "throughput.png"))
         _plot_phases(plt, report, os.path.join(report_dir, "phases.png"))
         _plot_bandwidth(plt, report, os.path.join(report_dir, "bandwidth.png"))
+        if FRAMEWORKS_PLOT in plots:
+            _plot_frameworks(plt, report, os.path.join(report_dir, FRAMEWORKS_PLOT[0]))
     if p["latest_link"]:
         link = os.path.join(p["dest"], "latest")
         point_link(link, p["timestamp"])  # relative: the reports tree can move
     module.exit_json(changed=True, report_dir=report_dir, files=files, runs=summary,
-                     comparison=report.get("comparison"), partial=report.get("partial"))
+                     comparison=report.get("comparison"), partial=report.get("partial"),
+                     frameworks=(report.get("framework_comparison") or {}).get("sentences") or [])
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 * the launcher's command line of one benchmark run (mpiexec, or Slurm's srun)
   and parsing its output,
 * scaling efficiency across runs (weak or strong: the same samples/s arithmetic),
-* the report (one dict, and its Markdown rendering).
+* the report (one dict, and its Markdown rendering; ChainerMN's and PyTorch's side by side
+  with ``mnc_frameworks``).
 
 The per-run numbers (phase statistics, algbw/busbw) are computed by the
 benchmark itself (``train/metrics.py``) and read here from its documents.
@@ -17,8 +18,10 @@ from __future__ import annotations
 import re
 
 try:  # as a module_utils of an Ansible module
+    from ansible.module_utils.mnc_frameworks import FRAMEWORK_NAMES, compare_frameworks, framework_of
     from ansible.module_utils.mnc_hostfile import parse_hostfile as parse_hostfile
 except ImportError:  # imported directly (unit tests)
+    from mnc_frameworks import FRAMEWORK_NAMES, compare_frameworks, framework_of
     from mnc_hostfile import parse_hostfile as parse_hostfile
 
 SCHEMA = "mncluster.benchmark/1"
@@ -274,7 +277,27 @@ def _correctness(doc):
 
 
 def build_report(documents, meta=None):
-    """One report dict from the benchmark documents of a sweep."""
+    """One report dict from the benchmark documents of a sweep.
+
+    With documents of both frameworks (``benchmark_framework: both``) the report is ChainerMN's,
+    with PyTorch's own report under ``frameworks`` and the two side by side per p under
+    ``framework_comparison``.
+    """
+    groups = {}
+    for d in documents:
+        groups.setdefault(framework_of(d), []).append(d)
+    if len(groups) < 2:
+        return _build_one(documents, meta)
+    primary = "chainer" if "chainer" in groups else sorted(groups)[0]
+    report = _build_one(groups[primary], meta)
+    report["frameworks"] = {name: _build_one(docs, meta) for name, docs in sorted(groups.items())
+                            if name != primary}
+    report["framework_comparison"] = compare_frameworks(
+        {primary: report, **report["frameworks"]})
+    return report
+
+
+def _build_one(documents, meta=None):
     docs = sorted(documents, key=lambda d: d["config"]["processes"])
     for d in docs:
         if d.get("schema") != SCHEMA:
@@ -335,6 +358,8 @@ def build_report(documents, meta=None):
             "overlap": dict({k: ov.get(k) for k in ("perfect_overlap_step", "measured_step", "could_gain",
                                                      "hidden")},
                             allreduce_own=(ov.get("allreduce_own") or {}).get("median")),
+            "overlapped_percent": (ov.get("ddp") or {}).get("overlapped_percent"),
+            "framework": framework_of(d),
             **_correctness(d),
             "learning": d.get("learning"),
             "mpi_yield_when_idle": env.get("mpi_yield_when_idle"),
@@ -348,8 +373,10 @@ def build_report(documents, meta=None):
         "schema": REPORT_SCHEMA,
         "meta": dict(meta or {}),
         "config": {k: v for k, v in first.get("config", {}).items() if k != "processes"},
+        "framework": framework_of(first) if first else None,
         "environment": {k: first.get("environment", {}).get(k) for k in
-                        ("chainer", "numpy", "cupy", "mpi4py", "mpi_library", "python", "device",
+                        ("framework", "torch", "distributed", "chainer", "numpy", "cupy", "mpi4py",
+                         "mpi_library", "python", "device",
                          "cuda_aware_mpi", "transport", "network_pinning", "nccl_version", "nccl",
                          "cudnn_enabled")},
         "gradient": first.get("gradient"),
@@ -417,6 +444,36 @@ def _verdict_lines(report):
     if comparison:
         lines.append(f"* {comparison['summary']}")
     lines += ["", f"Model of a step: {verdict['model']}.", ""]
+    return lines
+
+
+def _frameworks_lines(report):
+    """The two frameworks side by side per p (benchmark_framework: both)."""
+    comp = report.get("framework_comparison")
+    if not comp:
+        return []
+    rows = []
+    for c in comp["rows"]:
+        own = "" if c["busbw_over"] in (None, "allreduce phase") else " (own duration)"
+        rows.append([c["processes"], c["name"], _f(c["samples_per_s"], "%.1f"),
+                     _f(None if c["efficiency"] is None else 100 * c["efficiency"], "%.1f%%"),
+                     _f(c["busbw"], "%.3f") + own,
+                     f"{c['ceiling_path'] or 'n/a'} {_f(c['ceiling_busbw'], '%.3f')}",
+                     _f(c["percent_of_ceiling"], "%.0f%%"), _f(c["host_mpi_busbw"], "%.3f"),
+                     _f(c["percent_of_host_mpi"], "%.0f%%"), _ms(c["allreduce_exposed"]),
+                     _f(c["overlapped_percent"], "%.0f%%")])
+    lines = ["## Frameworks compared", ""]
+    lines += [f"* {s}." for s in comp["sentences"]]
+    lines += ["", comp["note"][0].upper() + comp["note"][1:] + ".", "",
+              _table(["processes", "framework", "samples/s", "efficiency", "in-training busbw GB/s",
+                      "own ceiling at L GB/s", "% of own ceiling", "host-mpi at L GB/s", "% of host-mpi",
+                      "allreduce exposed (ms)", "overlapped behind backward"], rows), ""]
+    for name, sub in (report.get("frameworks") or {}).items():
+        verdict = sub.get("verdict") or {}
+        if verdict.get("headline"):
+            lines += [f"{FRAMEWORK_NAMES.get(name, name)}'s verdict:", ""]
+            lines += [f"* {h}" for h in verdict["headline"]]
+            lines.append("")
     return lines
 
 
@@ -569,16 +626,16 @@ def _pinning_lines(pinning):
     return [f"Network pinning (every job): Open MPI TCP {mpi_text}; NCCL sockets {nccl_text}.", ""]
 
 
-def _partial_lines(partial):
+def _partial_lines(partial, name="ChainerMN"):
     """The title, and for a sweep that stopped part way what is missing, before anything else."""
     if not partial:
-        return ["# ChainerMN scaling report"]
+        return [f"# {name} scaling report"]
     measured = ", ".join(str(n) for n in partial.get("measured") or []) or "none"
     not_run = ", ".join(str(n) for n in partial.get("not_run") or [])
     reason = " ".join(str(partial.get("reason") or "").split())
     return [
-        "# ChainerMN scaling report (PARTIAL: the sweep stopped at p = {})".format(
-            partial.get("failed_processes")),
+        "# {} scaling report (PARTIAL: the sweep stopped at p = {})".format(
+            name, partial.get("failed_processes")),
         "",
         "**Partial report, not a complete sweep.** The run with p = {} failed, so this report holds p = {} "
         "only{}. Efficiency and the verdict below cover those counts alone.".format(
@@ -592,7 +649,10 @@ def render_markdown(report, plots=()):
     """report.md: the verdict, configuration, then the tables, then the plots."""
     cfg, grad, runs = report["config"], report.get("gradient") or {}, report["runs"]
     meta, env = report.get("meta", {}), report.get("environment", {})
-    lines = [*_partial_lines(report.get("partial")), ""]
+    names = ((report.get("framework_comparison") or {}).get("frameworks")
+             or [report.get("framework") or "chainer"])
+    name = " and ".join(FRAMEWORK_NAMES.get(n, n) for n in names)
+    lines = [*_partial_lines(report.get("partial"), name), ""]
     if meta.get("timestamp"):
         where = f" on `{meta['launcher']}`" if meta.get("launcher") else ""
         lines += [f"Run `{meta['timestamp']}`{where}.", ""]
@@ -613,9 +673,10 @@ def render_markdown(report, plots=()):
             f"{cfg.get('global_batchsize')} samples per iteration split over the processes (strong scaling: "
             "the global batch fixed)", cfg.get("communicator"),
             env.get("device") or "cpu", cfg.get("iterations")),
-        "Gradient L = {} bytes ({:.2f} MB) in {} arrays. Chainer {}, {} (CUDA-aware: {}).".format(
+        "Gradient L = {} bytes ({:.2f} MB) in {} arrays. {}, {} (CUDA-aware: {}).".format(
             grad.get("bytes"), (grad.get("bytes") or 0) / 1e6, grad.get("arrays"),
-            env.get("chainer"), env.get("mpi_library"), cuda_text),
+            f"PyTorch {env.get('torch')} (DDP)" if env.get("framework") == "pytorch" else
+            f"Chainer {env.get('chainer')}", env.get("mpi_library"), cuda_text),
         "",
     ]
     lines += _ranks_lines(report)
@@ -777,6 +838,7 @@ def render_markdown(report, plots=()):
         "",
     ]
     lines += _skipped_lines(report)
+    lines += _frameworks_lines(report)
     lines += _verdict_details(report)
     lines += _comparison_lines(report)
     if report.get("trace"):

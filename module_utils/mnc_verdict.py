@@ -24,6 +24,11 @@ from __future__ import annotations
 
 import math
 
+try:  # as a module_utils of an Ansible module
+    from ansible.module_utils.mnc_overlap import overlap_accounting, overlap_sentence
+except ImportError:  # imported directly (unit tests)
+    from mnc_overlap import overlap_accounting, overlap_sentence
+
 MODEL = (
     "step = measured compute + measured update + ring allreduce predicted from point-to-point: "
     "k * 2(p-1) * alpha + 2(p-1)/p * L / B, B and alpha the point-to-point bandwidth and one-way "
@@ -226,6 +231,7 @@ def run_verdict(doc, base_doc, link_gbps=None):
         "per_array_cost": ar.get("per_array_cost"),
         "model": step_model(doc),
         "signatures": signatures(doc, step, base_doc),
+        "overlap": overlap_accounting(doc),
     }
     # Where the time beyond the ideal step went: the baseline's step under weak scaling (same
     # work per rank), its share of it under strong scaling (the global batch split p ways).
@@ -246,7 +252,9 @@ def run_verdict(doc, base_doc, link_gbps=None):
     out["baseline_processes"] = base_doc["config"]["processes"]
     out["ideal_step"] = ideal
     if ar.get("exposed_only"):
-        parts["exposed communication (double buffering)"] = ar.get("time")
+        what = ("DDP: the reduction backward still waited for" if out["overlap"]["mode"] == "ddp"
+                else "double buffering")
+        parts[f"exposed communication ({what})"] = ar.get("time")
     parts = {k: v for k, v in parts.items() if v is not None and v > 0}
     out["lost_per_step"] = lost
     out["where_lost"] = parts
@@ -283,15 +291,21 @@ def _sentences(v, doc, link_gbps):
         if rel:
             first += ", " + ", ".join(rel)
     else:
-        first += "; no busbw from the allreduce phase (double buffering: it is only the exposed wait)"
+        first += "; no busbw from the allreduce phase ({})".format(
+            "DDP reduces while backward runs: it is only the exposed part" if v["overlap"]["mode"] == "ddp"
+            else "double buffering: it is only the exposed wait")
         own, own_bw = ar.get("own_duration"), ar.get("busbw_own_duration")
         if own and own_bw:
-            first += ("; the reduction's own duration on its stream is {} (busbw {:.2f} Gb/s, {:.3f} GB/s, "
+            first += ("; the reduction's own duration {} is {} (busbw {:.2f} Gb/s, {:.3f} GB/s, "
                       "while it overlapped compute{})").format(
+                          "from DDP's timed comm hook" if v["overlap"]["mode"] == "ddp" else "on its stream",
                           _ms(own), gbit(own_bw), own_bw,
                           "" if ar.get("busbw_own_percent_of_ceiling") is None else ", {:.0f}% of the {} "
                           "ceiling at L".format(ar["busbw_own_percent_of_ceiling"], v["ceiling_path"]))
     words.append((True, first + "."))
+    said = overlap_sentence(v["overlap"])
+    if said:
+        words.append((True, said))
     if v["dominant"] and v["lost_per_step"] is not None and v["lost_per_step"] > 0:
         parts = sorted(v["where_lost"].items(), key=lambda kv: -kv[1])
         (top, t_top), rest = parts[0], parts[1:]

@@ -34,7 +34,8 @@ fi
 echo "==> podman"
 $SUDO bash scripts/podman-setup.sh
 
-stamp_want=$(cat requirements/controller.txt requirements/controller-nobuildiso.txt | sha256sum | cut -d' ' -f1)
+stamp_want=$(cat requirements/controller.txt requirements/controller-nobuildiso.txt requirements/controller-torch.txt \
+             | sha256sum | cut -d' ' -f1)
 if [ -x .venv/bin/python ] && [ "$(cat .venv/.mncluster-stamp 2>/dev/null)" = "$stamp_want" ]; then
     echo "==> .venv: up to date"
 else
@@ -44,6 +45,8 @@ else
     .venv/bin/pip install -q -r requirements/controller.txt
     # chainer needs pkg_resources at build time; mpi4py builds against the MPI on PATH.
     .venv/bin/pip install -q --no-build-isolation -r requirements/controller-nobuildiso.txt
+    # torch's declared setuptools>=77 would break Chainer's import: its pins, without dependencies.
+    .venv/bin/pip install -q --no-deps -r requirements/controller-torch.txt
     echo "$stamp_want" > .venv/.mncluster-stamp
 fi
 

@@ -105,15 +105,20 @@ DEVICE_PER_ARRAY = "one MPI_Allreduce per parameter array, device buffers, CUDA-
 NCCL_PACKED = "one NCCL allreduce of a device buffer, on the communicator's own NCCL communicator"
 
 
+HOST_GLOO = "one allreduce of a host (numpy) buffer on a gloo group (torchrun: the ranks have no MPI world)"
+
+
 def allreduce_sweep(r, sizes: list[int], iters: int, allreduce_bytes: int) -> list[dict]:
     """Raw MPI_Allreduce of one float32 host buffer per size (nccl-tests style), L included."""
     MPI, mpi = r.MPI, r.mpi
+    path = getattr(r, "host_path", "host-mpi")
+    label = HOST_PACKED if path == "host-mpi" else HOST_GLOO
     rows = []
     for size in sizes:
         buf = np.zeros(max(1, size // 4), dtype=np.float32)
         at_l = size == allreduce_bytes
         times = timed(r, lambda b=buf: mpi.Allreduce(MPI.IN_PLACE, b, op=MPI.SUM), iters, buf.nbytes, at_l)
-        rows.append({**row(r, "host-mpi", "packed", HOST_PACKED, buf.nbytes, buf.size, "float32", 1, times),
+        rows.append({**row(r, path, "packed", label, buf.nbytes, buf.size, "float32", 1, times),
                      "at_L": at_l})
     return rows
 

@@ -17,8 +17,10 @@ from train.data import DataError, check_data_path
 from train.errors import BenchmarkError
 
 MODELS = ("mlp", "resnet50")
+FRAMEWORKS = ("chainer", "pytorch")
 COMMUNICATORS = ("naive", "flat", "non_cuda_aware", "pure_nccl")
 GPU_COMMUNICATORS = ("flat", "non_cuda_aware", "pure_nccl")
+BACKENDS = ("gloo", "nccl")  # PyTorch DDP's process group
 DEFAULT_BATCHSIZE = {"mlp": 100, "resnet50": 32}
 
 
@@ -45,8 +47,11 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m train",
-        description="ChainerMN data-parallel training benchmark (run under mpiexec).",
+        description="ChainerMN or PyTorch DDP data-parallel training benchmark (run under mpiexec, "
+                    "srun --mpi=pmix, or torchrun for PyTorch).",
     )
+    p.add_argument("--framework", choices=FRAMEWORKS, default="chainer",
+                   help="chainer (ChainerMN, default) or pytorch (DistributedDataParallel)")
     p.add_argument("--model", "-m", choices=MODELS, default="mlp", help="network to train (default: mlp)")
     p.add_argument("--batchsize", "-b", type=int, help="samples per process per iteration, weak scaling "
                    "(default: 100 for mlp, 32 for resnet50)")
@@ -54,8 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="samples per iteration over all processes, strong scaling: each of p processes "
                    "takes global/p (a multiple of p)")
     p.add_argument("--unit", "-u", type=int, default=1000, help="hidden units of the MLP (default: 1000)")
-    p.add_argument("--communicator", choices=COMMUNICATORS,
-                   help="ChainerMN communicator (default: pure_nccl with --gpu, naive without)")
+    p.add_argument("--communicator", choices=COMMUNICATORS + BACKENDS,
+                   help="ChainerMN communicator (default: pure_nccl with --gpu, naive without); with "
+                   "--framework pytorch the process group's backend (default: nccl with --gpu, gloo without)")
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                   help="DDP's bucket size cap in MiB (--framework pytorch; default: 25, DDP's own)")
     p.add_argument("--gpu", "-g", action="store_true", help="one GPU per process (device = intra-node rank)")
     p.add_argument("--iterations", "-i", type=int, default=50,
                    help="timed iterations in each pass, instrumented and plain (default: 50)")
@@ -118,8 +126,49 @@ def gpu_problem(communicator: str) -> str | None:
     return None
 
 
+def torch_gpu_problem() -> str | None:
+    try:
+        import torch
+    except Exception as e:
+        return f"--framework pytorch needs torch, which does not import here: {e}"
+    if not torch.cuda.is_available():
+        return "--gpu: torch sees no usable CUDA device (a CPU build of torch, or no device)"
+    return None
+
+
+def resolve_framework(args: argparse.Namespace) -> str | None:
+    """The choices that depend on the framework: its communicators and its options."""
+    if args.framework == "chainer":
+        if args.communicator in BACKENDS:
+            return (f"--communicator {args.communicator} is a PyTorch process group backend: add "
+                    "--framework pytorch, or choose a ChainerMN communicator")
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return (f"--framework pytorch needs torch, which is not installed for {sys.executable} (the chainer "
+                "role installs it with chainer_torch: true)")
+    if args.communicator is None:
+        args.communicator = "nccl" if args.gpu else "gloo"
+    if args.communicator not in BACKENDS:
+        return (f"--communicator {args.communicator} is a ChainerMN communicator; --framework pytorch "
+                "reduces on a process group: gloo (CPU) or nccl (GPU)")
+    if args.communicator == "nccl" and not args.gpu:
+        return "--communicator nccl runs on GPUs only: add --gpu on a GPU node, or use gloo on the CPU"
+    for flag, value in (("--allreduce-dtype", args.allreduce_dtype),
+                        ("--double-buffering", args.double_buffering)):
+        if value:
+            return f"{flag} is a ChainerMN pure_nccl option; DDP overlaps the reduction with backward itself"
+    if args.bucket_cap_mb <= 0:
+        return "--bucket-cap-mb must be above 0"
+    return None
+
+
 def resolve(args: argparse.Namespace) -> str | None:
     """Fill defaults that depend on other flags; return a problem or None."""
+    problem = resolve_framework(args)
+    if problem:
+        return problem
     if args.communicator is None:
         args.communicator = "pure_nccl" if args.gpu else "naive"
     args.scaling = "weak"
@@ -158,6 +207,15 @@ def resolve(args: argparse.Namespace) -> str | None:
         return "--allreduce-dtype needs --communicator pure_nccl"
     if args.double_buffering and args.communicator != "pure_nccl":
         return "--double-buffering needs --communicator pure_nccl"
+    if args.framework == "pytorch":
+        if args.data != "synthetic":
+            try:
+                check_data_path(args.data, args.root)
+            except (DataError, OSError) as e:
+                return str(e)
+        if args.warmup < 2:
+            return "--warmup must be at least 2 (DDP rebuilds its buckets after the first iteration)"
+        return torch_gpu_problem() if args.gpu else None
     if args.warmup < (3 if args.double_buffering else 2):
         return ("--warmup must be at least 2 (3 with --double-buffering): the first update only "
                 "broadcasts, and the optimizer state is made by the next")
@@ -173,14 +231,15 @@ def resolve(args: argparse.Namespace) -> str | None:
 
 def _size() -> int:
     """The job's process count from the launcher's environment, before MPI starts (1 without one)."""
-    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "WORLD_SIZE", "SLURM_STEP_NUM_TASKS",
+                "SLURM_NTASKS"):
         if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
     return 1
 
 
 def _rank() -> int:
-    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK", "SLURM_PROCID"):
         if var in os.environ:
             return int(os.environ[var])
     return 0
@@ -206,10 +265,15 @@ def main(argv: list[str] | None = None) -> int:
         from train import environment
 
         # MCA settings take effect at MPI_Init only, NCCL's debug settings at its init
-        environment.before_mpi(nccl=args.gpu and args.communicator == "pure_nccl")
-        from train import bench
+        environment.before_mpi(nccl=args.gpu and args.communicator in ("pure_nccl", "nccl"))
+        if args.framework == "pytorch":
+            from train import torch_bench
 
-        bench.run(args)
+            torch_bench.run(args)
+        else:
+            from train import bench
+
+            bench.run(args)
     except (BenchmarkError, DataError) as e:
         print(f"[rank {_rank()}] train: error: {e}", file=sys.stderr, flush=True)
         return _abort(1)

@@ -81,9 +81,13 @@ def checksum(arrays: list[np.ndarray]) -> dict:
 
 def check(r) -> dict:
     """Collective: the ``correctness`` record, the same on every rank."""
-    MPI, mpi = r.MPI, r.mpi
     perturbed = perturb_if_asked(r.model, r.rank)
-    arrays = host_parameters(r.model)
+    return agreement(r, host_parameters(r.model), perturbed)
+
+
+def agreement(r, arrays: list[np.ndarray], perturbed: bool) -> dict:
+    """Collective: the ``correctness`` record from every rank's parameters as host float32 arrays."""
+    MPI, mpi = r.MPI, r.mpi
     mine = checksum(arrays)
     flat = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(1, np.float32)
     hi, lo = flat.copy(), flat.copy()
@@ -171,6 +175,13 @@ def check_gradients(r) -> dict:
         r.sync()
         params = sorted(model.namedparams())
     reduced = _packed(_grads(params, zero_fill))
+    return gradient_record(r, local, mean, reduced, source)
+
+
+def gradient_record(r, local: np.ndarray, mean: np.ndarray, reduced: np.ndarray, source: str) -> dict:
+    """Collective: the ``gradients`` record from this rank's packed local gradient (before the
+    reduction), the mean of all ranks' local gradients, and this rank's reduced gradient."""
+    mpi = r.mpi
     if reduced.size != mean.size:
         raise ValueError(f"the reduced gradient has {reduced.size} elements, the local one {mean.size}")
     scale = float(np.abs(mean).max()) or 1.0

@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 
-from train import SCHEMA, metrics
+from train import SCHEMA, ddp_hook, metrics
 from train.environment import environment
-from train.loop import PHASES, chunk_sizes
+from train.timing import PHASES, chunk_sizes
 
 
 def write_json(path: str, doc: dict) -> None:
@@ -65,7 +65,8 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
     overhead = float(np.median(walls[:, 1] / walls[:, 0])) - 1.0
     barrier_s = max(g[3][0] for g in gathered)
     syncs_s = max(g[3][1] for g in gathered)
-    estimated = (2 * barrier_s + syncs_s) / (plain_s / n)
+    barriers = getattr(r, "barriers_per_iteration", 2)
+    estimated = (barriers * barrier_s + syncs_s) / (plain_s / n)
 
     per_rank = []
     for rk in range(size):
@@ -74,7 +75,11 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
         per_rank.append({"rank": rk, "host": r.hosts[rk], "mean": means,
                          "data": float(gathered[rk][1].mean())})
 
-    overlap = overlap_record(args, phases, gathered, plain_s / n)
+    framework = getattr(r, "framework", "chainer")
+    if framework == "pytorch":
+        overlap = ddp_hook.overlap_record(phases, [g[5] for g in gathered], plain_s / n)
+    else:
+        overlap = overlap_record(args, phases, gathered, plain_s / n)
     env = environment(r, measured["ranks"])
     if env.get("cuda_aware_mpi") is not None:
         env["cuda_aware_mpi"] = dict(env["cuda_aware_mpi"],
@@ -86,7 +91,7 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
         "argv": sys.argv[1:],
         "units": {"time": "s", "bandwidth": "GB/s (1e9 B/s)", "size": "bytes"},
         "config": {
-            "model": a.model, "batchsize": a.batchsize, "scaling": a.scaling,
+            "framework": framework, "model": a.model, "batchsize": a.batchsize, "scaling": a.scaling,
             "global_batchsize": a.batchsize * size, "unit": a.unit if a.model == "mlp" else None,
             "insize": a.insize if a.model == "resnet50" or r.dataset.format in ("list", "folder") else None,
             "classes": a.classes, "communicator": a.communicator, "gpu": a.gpu,
@@ -97,6 +102,7 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
             "loaders": r.batches.workers,
             "allreduce_dtype": a.allreduce_dtype, "double_buffering": a.double_buffering,
             "optimizer": type(r.actual).__name__, "seed": a.seed,
+            "bucket_cap_mb": a.bucket_cap_mb if framework == "pytorch" else None,
         },
         "environment": env,
         "gradient": {"bytes": r.grad_bytes, "arrays": r.grad_arrays, "elements": r.grad_elements,
@@ -129,14 +135,15 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
             "overhead_total_percent": (instr_s / plain_s - 1.0) * 100.0,
             "barrier": barrier_s, "device_syncs": syncs_s,
             "estimated_overhead": estimated, "estimated_overhead_percent": estimated * 100.0,
+            "barriers_per_iteration": barriers,
             "note": "median over rounds of instrumented / plain wall time - 1 (same iterations, "
-                    "alternating passes); the instrumented pass adds two barriers and three device "
+                    f"alternating passes); the instrumented pass adds {barriers} barrier(s) and the device "
                     "syncs per iteration. estimated_overhead is their idle cost (median barrier and "
                     "syncs, slowest rank) over the plain iteration time, which a busy shared machine "
                     "does not blur",
         },
         "allreduce": allreduce_record(args, size, phases, measured["ceilings"], allreduce_bytes,
-                                      r.grad_arrays, overlap["allreduce_own"]),
+                                      r.grad_arrays, overlap["allreduce_own"], framework),
         "raw_allreduce": measured["sweep"],
         "raw_allreduce_memory": "host",
         "ceilings": measured["ceilings"],
@@ -154,24 +161,27 @@ def document(args, r, gathered, measured: dict, allreduce_bytes: int) -> dict:
 
 
 def allreduce_record(args, size: int, phases: dict, ceil: dict, allreduce_bytes: int, arrays: int,
-                     own: dict | None = None) -> dict:
+                     own: dict | None = None, framework: str = "chainer") -> dict:
     """The gradient allreduce in training, against the ceiling at L on the same path.
 
-    Under double buffering the phase is only the exposed wait; the bandwidth then comes from
-    the reduction's own duration (``own``: CUDA events on its stream), labelled as such.
+    Under double buffering, and under DDP (which reduces while backward runs), the phase is
+    only the exposed part; the bandwidth then comes from the reduction's own duration (``own``:
+    CUDA events on its stream, or DDP's timed comm hook), labelled as such.
     """
     t = phases["allreduce"]["median"]
-    exposed = bool(args.double_buffering)
+    ddp = framework == "pytorch"
+    exposed = bool(args.double_buffering) or ddp
+    what = "DDP's bucket reductions left when compute ended" if ddp else "multi_node_mean_grad"
     rec = {
         "bytes": allreduce_bytes, "arrays": arrays, "time": t, "spread": phases["allreduce"],
         # Under double buffering the phase is the wait for the previous reduction plus the
-        # launch: the part not hidden behind compute. A bandwidth from it would be no bandwidth.
+        # launch, under DDP what backward still waited for after its last gradient: the part
+        # not hidden behind compute. A bandwidth from it would be no bandwidth.
         "exposed_only": exposed,
         "algbw": None if exposed else metrics.algbw(allreduce_bytes, t),
         "busbw": None if exposed else metrics.busbw(allreduce_bytes, t, size),
-        "note": "multi_node_mean_grad, median over iterations of the max across ranks"
-                + ("; with double buffering only the exposed wait plus the launch, so no bandwidth "
-                   "is derived from it" if exposed else ""),
+        "note": what + ", median over iterations of the max across ranks"
+                + ("; only the exposed part, so no bandwidth is derived from it" if exposed else ""),
     }
     ref = ceil["rows"][ceil["reference"]] if ceil.get("reference") is not None else None
     keys = ("path", "layout", "label", "time", "busbw")
@@ -186,9 +196,12 @@ def allreduce_record(args, size: int, phases: dict, ceil: dict, allreduce_bytes:
         rec["exposed_wait"] = t
         rec["own_duration"] = own_t
         rec["busbw_own_duration"] = None if not own_t else metrics.busbw(allreduce_bytes, own_t, size)
-        rec["own_duration_note"] = ("the reduction's own duration on its stream (CUDA events; pack, NCCL "
-                                    "allreduce, unpack), measured while it overlapped the next iteration's "
-                                    "compute; busbw_own_duration is 2L(p-1)/p over it")
+        rec["own_duration_note"] = (
+            "the reduction's own duration: the time some DDP bucket was being reduced (the timed comm hook), "
+            "measured while it overlapped backward; busbw_own_duration is 2L(p-1)/p over it" if ddp else
+            "the reduction's own duration on its stream (CUDA events; pack, NCCL allreduce, unpack), "
+            "measured while it overlapped the next iteration's compute; busbw_own_duration is 2L(p-1)/p "
+            "over it")
         if ref is not None and rec["busbw_own_duration"] and ref["busbw"]:
             rec["busbw_own_percent_of_ceiling"] = 100.0 * rec["busbw_own_duration"] / ref["busbw"]
     per_array = next((x for x in ceil["rows"] if x["layout"] == "per-array"), None)
@@ -218,6 +231,7 @@ def overlap_record(args, phases: dict, gathered, measured_step: float) -> dict:
     own_t = own["median"] if own else None
     bound = None if own_t is None else max(med["compute"], own_t) + med["update"]
     return {
+        "mode": "double-buffering" if args.double_buffering else "serial",
         "double_buffering": bool(args.double_buffering),
         "allreduce_exposed": exposed,
         "allreduce_own": own,
@@ -226,6 +240,7 @@ def overlap_record(args, phases: dict, gathered, measured_step: float) -> dict:
         "perfect_overlap_step": bound,
         "measured_step": measured_step,
         "could_gain": None if bound is None else measured_step - bound,
+        "ddp": None,
         "note": "medians of the slowest rank; measured_step is the plain pass's time per iteration; "
                 "perfect_overlap_step = max(compute, allreduce own duration) + update; hidden = own "
                 "duration - exposed wait (0 without double buffering)",

@@ -18,6 +18,8 @@ import subprocess
 
 import numpy as np
 
+from train import torch_environment
+
 YIELD_VAR = "OMPI_MCA_mpi_yield_when_idle"
 # What the ranks were told about transports, as mpiexec --mca / -x pass it.
 TRANSPORT_VARS = ("OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_btl_tcp_if_include",
@@ -244,7 +246,8 @@ def before_mpi(nccl: bool = False) -> None:
         os.environ[YIELD_VAR] = decision["value"]
     BEFORE_MPI.update(cpus=cpus, yield_when_idle=decision)
     env = os.environ
-    if env.get("OMPI_COMM_WORLD_RANK", env.get("PMIX_RANK", env.get("SLURM_PROCID", "0"))) == "0":
+    rank_vars = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK")  # RANK: torchrun's
+    if next((env[v] for v in rank_vars if v in env), "0") == "0":
         settings = ompi_settings()
         BEFORE_MPI["cuda_aware_mpi"] = {k: settings[k] for k in ("built_with_cuda_support", "source")}
         BEFORE_MPI["network_pinning"] = {
@@ -417,7 +420,9 @@ def rank_record(r) -> dict:
         "gpu": None,
         "nccl": nccl_debug_read(),
     }
-    if r.cuda is not None:
+    if getattr(r, "framework", "chainer") == "pytorch":
+        rec["gpu"] = torch_environment.torch_gpu(r)
+    elif r.cuda is not None:
         cupy = r.cuda.cupy
         props = cupy.cuda.runtime.getDeviceProperties(r.device)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
@@ -498,27 +503,37 @@ def shared_machines(ranks: list[dict]) -> list[dict]:
     return out
 
 
-def environment(r, ranks: list[dict]) -> dict:
-    MPI = r.MPI
+def _mpi_versions(r) -> dict:
+    """mpi4py's and the MPI library's versions; None where the ranks have no MPI world (torchrun)."""
+    if getattr(r, "host_path", "host-mpi") != "host-mpi":
+        return {"mpi4py": None, "mpi_library": None, "mpi_standard": None}
     import mpi4py
 
-    counts: dict[str, int] = {}
-    for h in r.hosts:
-        counts[h] = counts.get(h, 0) + 1
+    MPI = r.MPI
     # Open MPI's string ends in a NUL, which is not whitespace.
     mpi_library = MPI.Get_library_version().replace("\x00", "").strip()
     mpi_library = mpi_library.splitlines()[0].strip().rstrip(",")
+    return {"mpi4py": mpi4py.__version__, "mpi_library": mpi_library,
+            "mpi_standard": "{}.{}".format(*MPI.Get_version())}
+
+
+def environment(r, ranks: list[dict]) -> dict:
+    counts: dict[str, int] = {}
+    for h in r.hosts:
+        counts[h] = counts.get(h, 0) + 1
+    fw = torch_environment.framework_record(r)
     env = {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "chainer": r.chainer.__version__,
+        "framework": fw["framework"],
+        "chainer": fw["chainer"],
+        "torch": fw["torch"],
         "numpy": np.__version__,
         "cupy": None,
-        "mpi4py": mpi4py.__version__,
-        "mpi_library": mpi_library,
-        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+        **_mpi_versions(r),
         "cuda_aware_mpi": BEFORE_MPI.get("cuda_aware_mpi"),
-        "communicator_class": type(r.comm).__name__,
+        "communicator_class": fw["communicator_class"],
+        "distributed": fw["distributed"],
         "hosts": r.hosts,
         "nodes": len(counts),
         "processes_per_node": counts,
@@ -535,6 +550,8 @@ def environment(r, ranks: list[dict]) -> dict:
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "scheduler": scheduler_job(),
     }
+    if fw["framework"] == "pytorch" and r.args.gpu:
+        env.update(torch_environment.gpu_environment(r, ranks))
     if r.cuda is not None:
         cupy = r.cuda.cupy
         env["cupy"] = cupy.__version__

@@ -22,17 +22,9 @@ import numpy as np
 
 from train import data, models
 from train.errors import BenchmarkError
+from train.timing import PHASES, chunk_sizes, log
 
-PHASES = ("compute", "wait", "allreduce", "update")
-
-
-def log(rank: int, msg: str) -> None:
-    if rank == 0:
-        print(f"train: {msg}", flush=True)
-
-
-def chunk_sizes(iterations: int, rounds: int) -> list[int]:
-    return [iterations // rounds + (1 if i < iterations % rounds else 0) for i in range(rounds)]
+__all__ = ["PHASES", "Runner", "chunk_sizes", "log"]
 
 
 class Runner:

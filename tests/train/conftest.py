@@ -52,11 +52,38 @@ def chainer_problem() -> str | None:
     return None
 
 
+def torch_missing() -> str | None:
+    """Why the PyTorch engine cannot run here (torch not installed), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return ("torch is not installed for this Python: scripts/bootstrap.sh installs "
+                "requirements/controller-torch.txt (the CPU build)")
+    return None
+
+
+def torch_cuda_problem() -> str | None:
+    """Why the PyTorch GPU tests cannot run here, or None when torch sees a CUDA device."""
+    if torch_missing():
+        return torch_missing()
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no CUDA device"
+    return None
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device; skipped with the reason elsewhere")
+    config.addinivalue_line("markers", "torch_gpu: needs torch with a CUDA device; skipped with the reason "
+                                       "elsewhere")
 
 
 def pytest_collection_modifyitems(config, items):
+    torch_gpu = [item for item in items if item.get_closest_marker("torch_gpu") is not None]
+    if torch_gpu and torch_cuda_problem():
+        for item in torch_gpu:
+            item.add_marker(pytest.mark.skip(reason=f"needs a CUDA GPU: {torch_cuda_problem()}"))
     problem = f"needs a CUDA GPU: {CUDA_PROBLEM}" if CUDA_PROBLEM else None
     if problem is None and chainer_problem():
         problem = f"needs Chainer: {chainer_problem()}"

@@ -84,6 +84,32 @@ def test_check_mode_plans_and_runs_nothing(cluster, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_both_frameworks_run_each_count_chainer_then_pytorch(cluster):
+    res = run_module({**cluster, "framework": "both", "communicator": "gloo"}, check=True)
+    assert not res.get("failed"), res
+    assert res["process_counts"] == [1, 2]
+    commands = res["commands"]
+    assert len(commands) == 4
+    for cmd, (p, framework) in zip(commands, [(1, "chainer"), (1, "pytorch"), (2, "chainer"), (2, "pytorch")],
+                                   strict=True):
+        assert cmd[cmd.index("-n") + 1] == str(p)
+        train = cmd[cmd.index("train") + 1:]
+        # ChainerMN keeps its command line (no --framework: the default); gloo is PyTorch's alone
+        assert ("--framework" in train) == (framework == "pytorch")
+        assert ("--communicator" in train) == (framework == "pytorch")
+        if framework == "pytorch":
+            assert train[train.index("--framework") + 1] == "pytorch"
+            assert train[train.index("--communicator") + 1] == "gloo"
+
+
+def test_a_communicator_of_the_other_framework_is_refused(cluster, tmp_path):
+    res = run_module({**cluster, "framework": "pytorch", "communicator": "naive"}, check=True)
+    assert res.get("failed") and "communicator naive is not one of pytorch's: gloo or nccl" in res["msg"], res
+    res = run_module({**cluster, "communicator": "gloo"}, check=True)
+    assert res.get("failed") and "communicator gloo is not one of chainer's" in res["msg"], res
+    assert not (tmp_path / "out").exists()
+
+
 def test_yield_when_idle_reaches_mpiexec(cluster):
     res = run_module({**cluster, "mpi_yield_when_idle": True}, check=True)
     cmd = res["commands"][1]

@@ -292,3 +292,102 @@ def test_baseline_comparison_flags_drops_beyond_their_tolerance():
     md = mnc_bench.render_markdown(rep)
     assert "## Against the baseline (T0)" in md
     assert "| 4 | throughput (samples/s) | 300 | 255 | -15.0% | **dropped** (beyond 10%) |" in md
+
+
+# -- DDP's overlap accounting -------------------------------------------------------------------
+def ddp_doc(own, hidden, buckets=4, overlapped=None, exposed_phase=None):
+    """A 2-rank PyTorch DDP run: the allreduce phase is only what backward still waited for."""
+    exposed = own - hidden if exposed_phase is None else exposed_phase
+    doc = make_doc(2, 1, allreduce=exposed, exposed_only=True)
+    doc["config"]["framework"] = "pytorch"
+    doc["overlap"].update(mode="ddp", double_buffering=False, allreduce_own=stat(own), hidden=hidden,
+                          allreduce_exposed=exposed,
+                          ddp={"overlapped_percent": 100 * hidden / own if overlapped is None else overlapped,
+                               "buckets": buckets})
+    doc["allreduce"].update(own_duration=own, busbw_own_duration=2 * L / 2 / own / 1e9)
+    return doc
+
+
+def test_ddp_overlap_accounting_splits_the_reduction_into_hidden_and_exposed():
+    acc = mnc_verdict.overlap_accounting(ddp_doc(own=0.040, hidden=0.030))
+    assert acc["mode"] == "ddp" and acc["buckets"] == 4
+    assert acc["own"] == 0.040 and acc["hidden"] == 0.030
+    assert acc["exposed"] == pytest.approx(0.010) and acc["overlapped_percent"] == pytest.approx(75.0)
+    assert acc["exposed_phase"] == pytest.approx(0.010)
+    # the document's share (summed over iterations) is taken as it is, not recomputed from medians
+    acc = mnc_verdict.overlap_accounting(ddp_doc(0.040, 0.030, overlapped=60.0))
+    assert acc["overlapped_percent"] == 60.0
+    # a hidden part above the own duration (medians of different iterations) exposes nothing, not < 0
+    assert mnc_verdict.overlap_accounting(ddp_doc(0.040, 0.045, overlapped=100.0))["exposed"] == 0.0
+
+
+def test_ddp_overlap_in_words():
+    v = mnc_verdict.run_verdict(ddp_doc(own=0.040, hidden=0.030), make_doc(1, 1))
+    assert v["busbw_GBps"] is None
+    first, second = v["sentences"][:2]
+    assert "no busbw from the allreduce phase (DDP reduces while backward runs: it is only the exposed " \
+           "part)" in first
+    assert "the reduction's own duration from DDP's timed comm hook is 40 ms" in first
+    assert second == ("DDP reduced the gradient in 4 buckets while backward ran: 30 ms of its 40 ms "
+                      "reduction (75%) was hidden behind backward, 10 ms exposed.")
+    assert second in v["headline"]
+    # the exposed part is what the step lost to communication, named as DDP's
+    assert v["where_lost"]["exposed communication (DDP: the reduction backward still waited for)"] == \
+        pytest.approx(0.010)
+
+
+def test_ddp_with_one_bucket_says_why_nothing_overlapped():
+    v = mnc_verdict.run_verdict(ddp_doc(own=0.002, hidden=0.0, buckets=1), make_doc(1, 1))
+    said = v["sentences"][1]
+    assert said.startswith("DDP reduced the gradient in 1 bucket while backward ran: 0 ms of its 2 ms "
+                           "reduction (0%) was hidden")
+    assert "a smaller bucket_cap_mb lets DDP start reducing earlier" in said
+
+
+def test_serial_and_double_buffering_overlap_accounting():
+    serial = make_doc(2, 1, allreduce=0.002)
+    serial["overlap"].update(allreduce_own=stat(0.002), hidden=0.0, double_buffering=False)
+    acc = mnc_verdict.overlap_accounting(serial)
+    assert (acc["mode"], acc["overlapped_percent"], acc["exposed"]) == ("serial", 0.0, 0.002)
+    assert mnc_verdict.overlap_sentence(acc) is None  # nothing overlaps, nothing said
+    db = make_doc(2, 1, allreduce=0.001, exposed_only=True)
+    db["overlap"].update(allreduce_own=stat(0.004), hidden=0.003, double_buffering=True)
+    acc = mnc_verdict.overlap_accounting(db)
+    assert (acc["mode"], acc["overlapped_percent"]) == ("double-buffering", pytest.approx(75.0))
+    assert mnc_verdict.overlap_sentence(acc) == ("Double buffering hid 3 ms of the reduction's 4 ms behind "
+                                                 "the next iteration's compute (75%).")
+
+
+def test_a_report_of_both_frameworks_compares_them_per_p():
+    def ready(d, samples):
+        d["instrumentation"] = {"overhead_percent": 0.5, "rounds": [{"iterations": 5, "plain_wall": 1.0}]}
+        d["throughput"]["samples_per_s"] = samples
+        d["imbalance"] = stat(0.0)
+        d["ceilings"]["rows"].append({"path": "host-mpi", "layout": "packed", "label": "x", "arrays": 1,
+                                      "repetitions": 10, "time": 0.05, "busbw": 2.0, "spread": stat(0.05)})
+        return d
+
+    chainer = [ready(make_doc(1, 1), 100.0), ready(make_doc(2, 1, allreduce=0.05, ceiling=0.04), 150.0)]
+    torch_base = ready(make_doc(1, 1), 120.0)
+    torch_base["config"]["framework"] = "pytorch"
+    torch_two = ready(ddp_doc(own=0.040, hidden=0.030), 210.0)
+    rep = mnc_bench.build_report([*chainer, torch_base, torch_two])
+    assert [r["processes"] for r in rep["runs"]] == [1, 2] and rep["framework"] == "chainer"
+    assert [r["processes"] for r in rep["frameworks"]["pytorch"]["runs"]] == [1, 2]
+    comp = rep["framework_comparison"]
+    assert comp["frameworks"] == ["chainer", "pytorch"]
+    rows = {(r["processes"], r["framework"]): r for r in comp["rows"]}
+    assert set(rows) == {(1, "chainer"), (1, "pytorch"), (2, "chainer"), (2, "pytorch")}
+    # ChainerMN's busbw is over its allreduce phase, DDP's over the reduction's own duration
+    assert rows[2, "chainer"]["busbw_over"] == "allreduce phase"
+    assert rows[2, "pytorch"]["busbw_over"] == "reduction's own duration"
+    assert rows[2, "pytorch"]["busbw"] == pytest.approx(2 * L / 2 / 0.040 / 1e9)
+    assert rows[2, "pytorch"]["percent_of_host_mpi"] == pytest.approx(100 * rows[2, "pytorch"]["busbw"] / 2.0)
+    assert comp["sentences"] == ["p = 1: PyTorch DDP 120.0 samples/s, ChainerMN 100.0 (1.20x)",
+                                 "p = 2: PyTorch DDP 210.0 samples/s, ChainerMN 150.0 (1.40x)"]
+    rep["verdict"] = mnc_verdict.assess(rep)
+    rep["frameworks"]["pytorch"]["verdict"] = mnc_verdict.assess(rep["frameworks"]["pytorch"])
+    md = mnc_bench.render_markdown(rep)
+    assert md.startswith("# ChainerMN and PyTorch DDP scaling report")
+    assert "## Frameworks compared" in md and "| 2 | PyTorch DDP | 210.0 |" in md
+    assert "PyTorch DDP's verdict:" in md and "was hidden behind backward" in md

@@ -210,3 +210,50 @@ def test_online_a_wheel_altered_in_the_cache_is_named_and_downloaded_again(tmp_p
     ]
     assert len(said) == 1 and wheel in said[0] and "downloaded again" in said[0]
     assert hashlib.sha256((house / wheel).read_bytes()).hexdigest() == stamp["sha256"][wheel]
+
+
+SIX = "six-1.17.0-py2.py3-none-any.whl"
+SIX_SHA256 = "4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274"  # the index's file
+PINNED_PLAY = """\
+---
+- name: Build a wheelhouse whose record pins a file's sha256
+  hosts: all
+  gather_facts: false
+  vars:
+    stack_pinned_wheelhouse:
+      name: pinned
+      requirements: [six==1.17.0]
+      sha256: {"six-1.17.0-py2.py3-none-any.whl": "%s"}
+  tasks:
+    - name: Build it
+      ansible.builtin.include_role:
+        name: artifacts
+        tasks_from: wheelhouse
+      vars:
+        artifacts_wheelhouse_name: pinned
+        artifacts_wheelhouse_requirements: [six==1.17.0]
+"""
+
+
+@pytest.mark.skipif(not index_reachable(), reason="the package index cannot be reached")
+@pytest.mark.battery("tamper: a download that is not the version matrix's sha256 pin is refused", bound_s=600)
+def test_a_download_that_is_not_the_matrix_pin_is_refused(tmp_path):
+    play = tmp_path / "play.yml"
+    play.write_text(PINNED_PLAY % ("0" * 64))
+    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"))
+    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
+            "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    failed = [t for t in tasks if t["hosts"].get("localhost", {}).get("failed")]
+    assert failed[0]["task"]["name"].endswith("Refuse a download whose sha256 is not the matrix's pin")
+    msg = failed[0]["hosts"]["localhost"]["msg"]
+    assert f"downloaded {SIX} with sha256 {SIX_SHA256}" in msg
+    assert "the version matrix pins " + "0" * 64 in msg and "Nothing was put in the cache" in msg
+    assert not (tmp_path / "cache" / "wheels" / "pinned").exists()
+    # the right pin: the wheelhouse is built
+    play.write_text(PINNED_PLAY % SIX_SHA256)
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert (tmp_path / "cache" / "wheels" / "pinned" / SIX).is_file()
