@@ -14,19 +14,11 @@ sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_slurm_health as rules
 
-# scontrol -o show node as Slurm 22.05 (Debian 12) prints it, drained by an administrator.
-ADMIN_DRAINED = (
-    "NodeName=mnc-slurm-2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.52 "
-    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=10.89.79.12 "
-    "NodeHostName=mnc-slurm-2 "
-    "Version=22.05.8 OS=Linux 6.1.0 RealMemory=3500 AllocMem=0 FreeMem=1200 Sockets=2 Boards=1 "
-    "State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=batch "
-    "BootTime=2026-12-05T14:00:00 SlurmdStartTime=2026-12-05T14:10:00 LastBusyTime=2026-12-05T14:20:00 "
-    "CfgTRES=cpu=2,mem=3500M,billing=2 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 "
-    "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s "
-    "Reason=disk swap planned [root@2026-12-05T14:30:00]"
-)
-IDLE = ADMIN_DRAINED.replace("State=IDLE+DRAIN", "State=IDLE").split(" Reason=")[0]
+# scontrol -o show node as Slurm 22.05.8 (Debian 12) printed it in molecule/slurm's containers: a
+# node an administrator drained, and an idle one.
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+ADMIN_DRAINED = (FIXTURES / "scontrol-o-show-node-admin-drained-22.05.txt").read_text()
+IDLE = (FIXTURES / "scontrol-o-show-node-idle-22.05.txt").read_text()
 
 
 def node(text):
