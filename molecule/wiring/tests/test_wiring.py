@@ -421,7 +421,9 @@ def test_a_bashrc_that_hangs_fails_the_task_naming_the_node(host):
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0, out[-3000:]
         assert "TASK [mpi_network : Check that OpenMPI reads the pinning]" in out, out[-3000:]
-        assert f"fatal: [{node}]" in out and "expected time frame (15)" in out, out[-3000:]
+        # ansible-core 2.19+: "Timed out after 15 second(s)"; 2.18: "... expected time frame (15) ..."
+        timed_out = "Timed out after 15 second(s)" in out or "expected time frame (15)" in out
+        assert f"fatal: [{node}]" in out and timed_out, out[-3000:]
     finally:
         _sh(node, f"pkill -u {USER} -x sleep; mv {home}/.bashrc.mnc-saved {home}/.bashrc")
 
