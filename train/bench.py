@@ -14,7 +14,6 @@ import time
 import numpy as np
 
 from train import ceilings, correctness, document, environment
-from train.errors import BenchmarkError
 from train.loop import Runner, chunk_sizes, log
 
 DTYPE_BYTES = {"float16": 2, "float32": 4}
@@ -58,20 +57,8 @@ def run(args) -> dict | None:
                                     "rank evaluates its shard of the held-out samples, the figures are the "
                                     "mean over ranks; after the warm-up and after the timed passes")
     # One more iteration, untimed, through the same reduction: is it the ranks' mean?
-    grads = correctness.check_gradients(r)
-    if not grads["averaged"]:
-        raise BenchmarkError(correctness.gradient_failure_message(grads))
-    correct = correctness.check(r)
-    correct["gradients"] = grads
-    if not correct["agree"]:
-        raise BenchmarkError(correctness.failure_message(correct))
-    log(rank, f"the reduced gradient is the ranks' mean (largest difference {grads['relative_error']:.2g} of "
-        f"its largest element) and the parameters agree on every rank (largest difference "
-        f"{correct['relative_diff']:.2g} of the largest parameter); measuring raw allreduce and "
-        "point-to-point bandwidth")
-    if not grads["distinguishes"]:
-        log(rank, "warning: every rank computed the same local gradient (the same data on every rank), so "
-            "the gradient check could not tell a missing reduction")
+    correct = correctness.require_averaged(r, correctness.check_gradients, correctness.check,
+                                           "measuring raw allreduce and point-to-point bandwidth")
 
     allreduce_bytes = r.grad_bytes
     if args.allreduce_dtype:

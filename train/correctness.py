@@ -32,6 +32,9 @@ import os
 
 import numpy as np
 
+from train.errors import BenchmarkError
+from train.timing import log
+
 # float32 reductions that add in another order differ in the last bits (~1e-7
 # relative); a missing or wrong reduction differs by the learning rate's order.
 TOLERANCE = 1e-5
@@ -112,6 +115,27 @@ def agreement(r, arrays: list[np.ndarray], perturbed: bool) -> dict:
         "note": "after the timed passes: largest difference of any parameter element between any two "
                 "ranks, over the largest |parameter|; the run fails above the tolerance",
     }
+
+
+def require_averaged(r, check_gradients, check_parameters, next_step: str) -> dict:
+    """The run's proof that the gradients were averaged, for either engine (its own checks given):
+    one more reduction is the ranks' mean, then the ranks' parameters agree; a failure of either
+    ends the run (BenchmarkError), naming it. Returns the correctness record, the gradient check
+    under "gradients"; says on rank 0's log what was shown, then ``next_step``."""
+    grads = check_gradients(r)
+    if not grads["averaged"]:
+        raise BenchmarkError(gradient_failure_message(grads))
+    correct = check_parameters(r)
+    correct["gradients"] = grads
+    if not correct["agree"]:
+        raise BenchmarkError(failure_message(correct))
+    log(r.rank, f"the reduced gradient is the ranks' mean (largest difference {grads['relative_error']:.2g} "
+        f"of its largest element) and the parameters agree on every rank (largest difference "
+        f"{correct['relative_diff']:.2g} of the largest parameter); {next_step}")
+    if not grads["distinguishes"]:
+        log(r.rank, "warning: every rank computed the same local gradient (the same data on every rank), so "
+            "the gradient check could not tell a missing reduction")
+    return correct
 
 
 def failure_message(record: dict) -> str:

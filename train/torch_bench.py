@@ -14,7 +14,6 @@ import time
 import numpy as np
 
 from train import ceilings, correctness, document, environment, torch_ceilings, torch_correctness
-from train.errors import BenchmarkError
 from train.timing import chunk_sizes, log
 
 
@@ -51,19 +50,8 @@ def run(args) -> dict | None:
                           evaluator="each rank evaluates its shard of the held-out samples (eval mode, "
                                     "no_grad), the figures are the mean over ranks; after the warm-up and "
                                     "after the timed passes")
-    grads = torch_correctness.check_gradients(r)
-    if not grads["averaged"]:
-        raise BenchmarkError(correctness.gradient_failure_message(grads))
-    correct = torch_correctness.check(r)
-    correct["gradients"] = grads
-    if not correct["agree"]:
-        raise BenchmarkError(correctness.failure_message(correct))
-    log(rank, f"the reduced gradient is the ranks' mean (largest difference {grads['relative_error']:.2g} of "
-        f"its largest element) and the parameters agree on every rank (largest difference "
-        f"{correct['relative_diff']:.2g} of the largest parameter); measuring the ceilings")
-    if not grads["distinguishes"]:
-        log(rank, "warning: every rank computed the same local gradient (the same data on every rank), so "
-            "the gradient check could not tell a missing reduction")
+    correct = correctness.require_averaged(r, torch_correctness.check_gradients, torch_correctness.check,
+                                           "measuring the ceilings")
 
     allreduce_bytes = r.grad_bytes
     sweep = ceilings.allreduce_sweep(r, ceilings.sweep_sizes(allreduce_bytes, args.sweep_max_bytes),
