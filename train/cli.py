@@ -267,9 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         # MCA settings take effect at MPI_Init only, NCCL's debug settings at its init
         environment.before_mpi(nccl=args.gpu and args.communicator in ("pure_nccl", "nccl"))
         if args.framework == "pytorch":
-            from train import torch_bench
+            from train import torch_bench, torch_dist
 
             torch_bench.run(args)
+            torch_dist.leave(0)  # never returns: see its note
         else:
             from train import bench
 
