@@ -229,6 +229,19 @@ def test_bad_inputs_each_refused_before_any_change(tmp_path):
     assert not failures, failures
 
 
+def test_offline_with_the_cache_the_environment_names_lists_what_it_lacks(tmp_path, monkeypatch):
+    """No mnc_artifact_cache in the inventory (the default, or MNC_ARTIFACT_CACHE): the refusal
+    still names the cache and every missing artifact, not an undefined variable."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("MNC_ARTIFACT_CACHE", str(cache))
+    rc, out, _ = run(PREFLIGHT, write_inventory(tmp_path / "inv", {"n1": {}}, {"mnc_offline": True}))
+    lacks = [p for p in problems_of(out) if p.startswith("controller: mnc_artifact_cache")]
+    assert rc != 0 and lacks and str(cache) in lacks[0] and "not staged" in lacks[0], out[-3000:]
+    assert "undefined" not in out
+    assert_no_node_contacted(out)
+
+
 @pytest.mark.parametrize("name", ["example", "sandbox"])
 def test_the_repository_inventories_pass(tmp_path, name):
     inventory = [ROOT / "inventory" / name]
