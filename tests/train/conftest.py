@@ -1,4 +1,4 @@
-"""Helpers for the train/ tests: the repository on sys.path and real mpiexec runs."""
+"""Helpers for the train/ tests: real mpiexec runs (pyproject.toml puts the repository on sys.path)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 MPIEXEC = shutil.which("mpiexec")
 

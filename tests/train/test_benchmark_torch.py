@@ -136,7 +136,6 @@ def test_ddp_overlap_accounting(ddp):
 
 
 def test_the_report_gives_a_verdict(ddp):
-    sys.path.insert(0, str(ROOT / "module_utils"))
     import mnc_bench
     import mnc_verdict
 

@@ -8,13 +8,11 @@ The module itself is also run by real Ansible against such a file.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 import ansible_env
 from mnc_bonding import bond_problems, parse_bonding

@@ -3,12 +3,9 @@ filter roles/nvidia_driver uses (filter_plugins/mnc.py), with lspci -n listings 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
-sys.path.insert(0, str(ROOT / "filter_plugins"))
 
 import mnc
 import mnc_gpu_arch

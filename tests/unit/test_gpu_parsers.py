@@ -4,13 +4,11 @@ kernel's Xid lines; each judged PASS or FAIL as verify and the Slurm health chec
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_dcgm
 import mnc_nccl_tests

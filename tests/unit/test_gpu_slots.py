@@ -18,7 +18,6 @@ import pytest
 from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_preflight
 

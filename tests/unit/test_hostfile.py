@@ -1,13 +1,10 @@
 """module_utils/mnc_hostfile.py: the one hostfile parser, and the callers that share it."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
-sys.path.insert(0, str(ROOT / "filter_plugins"))
 
 import mnc as mnc_filters
 import mnc_bench

@@ -1,10 +1,8 @@
 """module_utils/mnc_hw.py: the PCI listing and the RDMA ports, as the roles read them."""
 
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 import mnc_hw
 
 # An 8-GPU HGX A100 board (lspci -n): GPUs (0302), NVSwitches (0680), ConnectX-6 InfiniBand (0207)

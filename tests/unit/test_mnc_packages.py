@@ -2,11 +2,9 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 import mnc_packages
 
 FACT = {"mncluster-packages": {"installed": "lmod munge libc6 python3-venv"}}

@@ -1,13 +1,8 @@
 """filter_plugins/mnc.py mnc_network: the CIDR OpenMPI is pinned to (roles/mpi_network, verify.yml)."""
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "filter_plugins"))
 
 import mnc as mnc_filters
+import pytest
 
 
 @pytest.mark.parametrize(

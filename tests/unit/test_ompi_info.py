@@ -12,13 +12,11 @@ Fixtures (tests/unit/fixtures/, gzipped as captured):
 from __future__ import annotations
 
 import gzip
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 from mnc_ompi_info import (
     OmpiInfoParseError,

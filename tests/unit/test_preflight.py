@@ -10,7 +10,6 @@ rules (module_utils/mnc_preflight.py) are tested directly first.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from ansible_env import run_playbook
 from mnc_battery import record
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_preflight
 

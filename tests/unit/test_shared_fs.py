@@ -20,7 +20,6 @@ import pytest
 from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_preflight
 import mnc_verify as v

@@ -4,13 +4,11 @@ is molecule/slurm's (tests/test_slurm.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_slurm_health as rules
 

@@ -19,7 +19,6 @@ import yaml
 from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 import mnc_gpu_matrix
 
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main" / "cuda.yml").read_text())

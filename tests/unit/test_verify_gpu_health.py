@@ -6,11 +6,9 @@ topology, InfiniBand link flaps; and the SKIP rows of a node without a GPU."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "module_utils"))
 
 import mnc_verify
 import mnc_verify_gpu_health as h

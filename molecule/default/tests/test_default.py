@@ -4,13 +4,11 @@ account-clash cases run the real converge again against the molecule inventory."
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import podman_hosts, run_playbook
 
 # One `podman exec` per check (tests/unit/ansible_env.py).

@@ -1,10 +1,8 @@
 """GPU checks: nvidia-smi, a CuPy kernel, an NCCL allreduce across the local GPUs."""
 
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import podman_hosts
 
 # One `podman exec` per check (tests/unit/ansible_env.py).

@@ -1,10 +1,8 @@
 """State the pip method leaves on a node: a usable CUDA prefix built from NVIDIA's wheels."""
 
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import podman_hosts
 
 # One `podman exec` per check (tests/unit/ansible_env.py).

@@ -1,13 +1,11 @@
 """What the nvidia_repo method writes for each supported distribution (rendered, not installed)."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import podman_hosts
 
 # One `podman exec` per check (tests/unit/ansible_env.py).

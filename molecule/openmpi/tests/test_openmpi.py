@@ -1,11 +1,9 @@
 """State the `openmpi` role leaves on a node, checked from outside with testinfra."""
 
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import podman_hosts
 
 # One `podman exec` per check (tests/unit/ansible_env.py).

@@ -11,13 +11,11 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import ANSIBLE_PLAYBOOK, podman_hosts, repo_ansible_env, run_playbook
 
 # One `podman exec` per check (tests/unit/ansible_env.py).

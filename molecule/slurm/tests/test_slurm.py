@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,8 +18,6 @@ import pytest
 
 INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
 ROOT = Path(__file__).resolve().parents[3]
-# How the repository's own tests run Ansible.
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import podman_hosts, run_playbook
 
 # One `podman exec` per check.
@@ -258,7 +255,6 @@ def test_sbatch_mpi_job_runs_srun_pmix_and_mpiexec_in_its_allocation(host, hello
 
 # --- the health check (HealthCheckProgram) ---------------------------------------------------------
 
-sys.path.insert(0, str(ROOT / "module_utils"))
 import mnc_slurm_health  # the rules the program on the nodes runs
 
 # Every wait polls and is bounded; the interval is 10 s (molecule.yml), so slurmd runs the check

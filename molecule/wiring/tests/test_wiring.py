@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,8 +18,6 @@ import yaml
 
 INVENTORY_FILE = os.environ["MOLECULE_INVENTORY_FILE"]
 ROOT = Path(__file__).resolve().parents[3]
-# How the repository's own tests run Ansible.
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from ansible_env import podman_hosts, run_playbook
 
 # One `podman exec` per check.
