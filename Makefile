@@ -45,13 +45,13 @@ scale-bench: venv
 	@$(ACT) bash scripts/scale-bench.sh -c "$(SCALE_CPUS)" $(SCALE_NODES)
 
 sandbox: venv
-	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_nodes=$(NODES) -e sandbox_node_cpus=$(NODE_CPUS)
+	@$(ACT) python3 scripts/playbook_runner.py playbooks/sandbox.yml -e sandbox_nodes=$(NODES) -e sandbox_node_cpus=$(NODE_CPUS)
 
 sandbox-destroy: venv
-	@$(ACT) ansible-playbook playbooks/sandbox.yml -e sandbox_state=absent
+	@$(ACT) python3 scripts/playbook_runner.py playbooks/sandbox.yml -e sandbox_state=absent
 
 prune: venv
-	@$(ACT) ansible-playbook playbooks/prune.yml
+	@$(ACT) python3 scripts/playbook_runner.py playbooks/prune.yml
 
 clean: sandbox-destroy
 	rm -rf reports .pytest_cache .ruff_cache

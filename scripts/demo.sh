@@ -10,11 +10,14 @@ launcher="${2:-}"
 t0=$(date +%s)
 stage() { echo; echo "=================== $1 ($(( $(date +%s) - t0 ))s) ==================="; }
 
+# Each playbook through ansible-runner (scripts/playbook_runner.py): Ansible's output as it runs,
+# then the slowest tasks and any failure by node; its events stay under reports/runs/.
+play() { python3 scripts/playbook_runner.py "$@"; }
 stage "sandbox: $nodes node(s)"
-ansible-playbook playbooks/sandbox.yml -e sandbox_nodes="$nodes"
+play playbooks/sandbox.yml -e sandbox_nodes="$nodes"
 stage "site.yml on inventory/sandbox (benchmark launcher: ${launcher:-as the inventory sets})"
 # A demo always measures (a site.yml re-run skips an unchanged cluster).
-ansible-playbook site.yml -i inventory/sandbox/ -e benchmark_only_when_changed=false \
+play site.yml -i inventory/sandbox/ -e benchmark_only_when_changed=false \
     ${launcher:+-e benchmark_launcher="$launcher"}
 stage "done in $(( $(date +%s) - t0 ))s"
 if [ -f reports/latest/report.md ]; then

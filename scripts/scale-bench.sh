@@ -8,8 +8,8 @@
 #   5. site.yml once to converge (with a one-process benchmark sweep)
 #   6. site.yml again, which must report changed=0 (timed; a run that
 #      changes or fails anything stops the benchmark)
-# and the sandbox is destroyed (also on failure or Ctrl-C). Every timed run's
-# events are kept (ansible.posix.jsonl) with its CPU time (the controller's,
+# and the sandbox is destroyed (also on failure or Ctrl-C). Every run goes
+# through ansible-runner; its events are kept (reports/scale-*/runs/) with its CPU time (the controller's,
 # each node's); scripts/scale_bench.py counts the tasks per node and the
 # slowest tasks, and writes the table (scale.md) and
 # the picture (scale.png, time vs N) under reports/scale-<UTC time>/.
@@ -64,7 +64,7 @@ inv="$PWD/.cache/scale-bench/inventory"
 results="$out/results.jsonl"
 label=mncluster.scale-bench
 network=mnc-scale
-mkdir -p "$out/logs"
+mkdir -p "$out/logs" "$out/runs"
 : > "$results"
 t0=$(date +%s)
 say() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - t0 ))s] $*"; }
@@ -89,8 +89,8 @@ destroy() {  # N: the sandbox gone, whatever state it is in
     local n=$1
     say "N=$n: destroying the sandbox"
     sandbox_vars "$n" > "$out/sandbox-vars.json"
-    ansible-playbook playbooks/sandbox.yml -e @"$out/sandbox-vars.json" -e sandbox_state=absent \
-        > "$out/logs/n$n-destroy.log" 2>&1 || say "N=$n: sandbox.yml could not remove everything (log: $out/logs/n$n-destroy.log)"
+    python3 scripts/playbook_runner.py --quiet --artifacts "$out/runs/n$n-destroy" playbooks/sandbox.yml \
+        -e @"$out/sandbox-vars.json" -e sandbox_state=absent > "$out/logs/n$n-destroy.log" 2>&1 || say "N=$n: sandbox.yml could not remove everything (log: $out/logs/n$n-destroy.log)"
     # Whatever the playbook left (it failed, or was interrupted itself).
     podman ps -aq --filter "label=$label" | xargs -r podman rm -f > /dev/null || true
     ! podman network exists "$network" || podman network rm -f "$network" > /dev/null || true
@@ -129,27 +129,26 @@ node_cpu() {
         done
 }
 
-# One ansible-playbook run with its events in a log; prints a line a minute
-# while it runs (the task it is at) so a long converge shows progress. Its
-# CPU time is kept too: the controller's (ansible-playbook and every process
-# it waited for: workers, ssh clients; bash's `times` in the subshell) and
-# each node's (node_cpu before and after).
+# One playbook run through ansible-runner (scripts/playbook_runner.py), its
+# events and output kept in the run's artifacts directory; prints a line a
+# minute while it runs (the task it is at) so a long converge shows progress.
+# Its CPU time is kept too: the controller's (ansible-runner, ansible-playbook
+# and every process they waited for: workers, ssh clients; bash's `times` in
+# the subshell) and each node's (node_cpu before and after).
 export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 play() {  # N, run name, then the ansible-playbook arguments
     local n=$1 run=$2; shift 2
-    local log="$out/logs/n$n-$run.jsonl" start end status=0
+    local log="$out/runs/n$n-$run" start end status=0
     local cpu="$out/logs/n$n-$run.cpu"
     say "N=$n: ${run} ..."
     node_cpu > "$cpu.nodes-before"
     start=$(date +%s.%N)
     ( while sleep 60; do
-          say "N=$n: ${run} still running, at: $(tail -c 65536 "$log" 2>/dev/null | grep -o '"name":"[^"]*"' | tail -n 1 | cut -d'"' -f4)"
+          say "N=$n: ${run} still running, at: $(cat "$log"/artifacts/*/stdout 2>/dev/null | grep -o 'TASK \[[^]]*\]' | tail -n 1)"
       done ) &
     watcher=$!
-    # Only the jsonl callback (profile_tasks and timer would print into its stream).
     ( rc=0
-      ANSIBLE_STDOUT_CALLBACK=ansible.posix.jsonl ANSIBLE_CALLBACKS_ENABLED=ansible.posix.jsonl \
-          ansible-playbook "$@" > "$log" 2> "$out/logs/n$n-$run.stderr" || rc=$?
+      python3 scripts/playbook_runner.py --quiet --artifacts "$log" "$@" > "$out/logs/n$n-$run.summary" 2>&1 || rc=$?
       times > "$cpu.controller"
       exit $rc ) || status=$?
     kill "$watcher" 2> /dev/null || true
@@ -164,8 +163,8 @@ play() {  # N, run name, then the ansible-playbook arguments
         --controller-cpu "$cpu.controller" --node-cpu "$cpu.nodes-before" "$cpu.nodes-after" \
         "${expect[@]}" "$results" || { [ "$status" -ne 0 ] || status=1; }
     if [ "$status" -ne 0 ]; then
-        say "N=$n: ${run} FAILED (exit $status); log: $log, stderr: $out/logs/n$n-$run.stderr"
-        tail -n 20 "$out/logs/n$n-$run.stderr" >&2 || true
+        say "N=$n: ${run} FAILED (exit $status); events and output: $log"
+        tail -n 20 "$out/logs/n$n-$run.summary" >&2 || true
         return 1
     fi
 }

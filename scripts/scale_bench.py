@@ -1,9 +1,10 @@
 """The scale benchmark's bookkeeping (scripts/scale-bench.sh runs the sandboxes).
 
-Every timed ansible-playbook run of the benchmark writes its events with the
-ansible.posix.jsonl stdout callback, one JSON object a line, as they happen
-(a run that fails or is interrupted still leaves a log that parses). From
-such a log this module takes:
+Every timed run of the benchmark goes through ansible-runner
+(scripts/playbook_runner.py), which keeps its events (one JSON file each in
+the run's artifacts directory, written as they happen: a run that fails or
+is interrupted still leaves events that parse). From a run's events this
+module takes:
 
   tasks per node   tasks that ran on the node (not skipped), counted per host
                    of the run (localhost, the controller's plays, left out);
@@ -16,8 +17,9 @@ such a log this module takes:
 
 and, from what the shell script measured around the run:
 
-  controller CPU   user + system seconds of ansible-playbook and the processes
-                   it waited for (bash's `times` in the subshell that ran it)
+  controller CPU   user + system seconds of ansible-runner, ansible-playbook
+                   and the processes they waited for (bash's `times` in the
+                   subshell that ran them)
   node CPU         each node's container's CPU seconds during the run (its
                    cgroup's counter before and after): the table shows the mean
                    over the nodes and the busiest one, so work that grows with
@@ -25,6 +27,9 @@ and, from what the shell script measured around the run:
 
 Subcommands (the shell script calls them; only the standard library is
 needed, and matplotlib for the PNG):
+
+LOG is a run's artifacts directory, or a file of its events one a line
+(what trim writes; gzipped or not).
 
   record  --log LOG --run NAME --n N --wall S [--cpus C] [--controller-cpu TIMES]
           [--node-cpu BEFORE AFTER] [--expect-unchanged] RESULTS
@@ -34,8 +39,8 @@ needed, and matplotlib for the PNG):
           write OUTDIR/scale.md (the table) and OUTDIR/scale.png (time vs N),
           print the table
   trim    LOG
-          the log with each result cut to what record reads (a fixture that
-          parses exactly as the full log does)
+          the events, one a line, each cut to what record reads (a fixture
+          that parses exactly as the full run does)
   profile LOG [--top K]
           where a run's time went: each task slot costs from its start to the
           next slot's start (the linear strategy runs one slot at a time), summed
@@ -46,6 +51,7 @@ needed, and matplotlib for the PNG):
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -53,13 +59,19 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+# ansible-runner's event kinds: a host's result of a task, a loop item's, a task starting.
 RESULT_EVENTS = {
-    "v2_runner_on_ok": "ok",
-    "v2_runner_on_failed": "failed",
-    "v2_runner_on_skipped": "skipped",
-    "v2_runner_on_unreachable": "unreachable",
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_skipped": "skipped",
+    "runner_on_unreachable": "unreachable",
 }
-START_EVENTS = {"v2_playbook_on_task_start", "v2_playbook_on_handler_task_start", "v2_runner_on_start"}
+ITEM_EVENTS = {
+    "runner_item_on_ok": "ok",
+    "runner_item_on_failed": "failed",
+    "runner_item_on_skipped": "skipped",
+}
+START_EVENTS = {"playbook_on_task_start", "playbook_on_handler_task_start"}
 CONTROLLER = {"localhost"}
 SLOWEST = 5
 # The runs the table shows, in its order; the others (sandbox, prepare,
@@ -78,61 +90,92 @@ REFERENCE_N = 3
 
 
 def _time(stamp: str) -> float:
-    """The callback's UTC stamps: 2026-12-01T20:30:00.123456Z."""
-    return datetime.fromisoformat(stamp.rstrip("Z")).timestamp()
+    """ansible-runner's stamps: 2026-12-05T20:30:00.123456+00:00 (or ...Z)."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def read_events(path: Path) -> list[dict]:
+    """A run's events in order: ansible-runner's artifacts directory (its
+    ``artifacts/<ident>/job_events/*.json``, or that ``job_events`` directory itself), or a
+    file of one event a line (``trim``'s output, gzipped or not). A run that was interrupted
+    leaves fewer events, which still parse; a line cut short is skipped."""
+    path = Path(path)
+    if path.is_dir():
+        files = [path] if path.name == "job_events" else sorted(path.glob("**/job_events"))
+        events = []
+        for job_events in files:
+            for f in job_events.glob("*.json"):
+                if f.name.endswith("-partial.json"):
+                    continue
+                try:
+                    events.append(json.loads(f.read_text()))
+                except ValueError:
+                    continue
+        return sorted(events, key=lambda e: e.get("counter", 0))
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", errors="replace") as f:
+        return list(_events(f))
 
 
 def _events(lines):
     for line in lines:
         line = line.strip()
         if not line.startswith("{"):
-            continue  # anything else another plugin printed
+            continue
         try:
             event = json.loads(line)
         except ValueError:
             continue  # a line cut short by an interrupted run
-        if isinstance(event, dict) and "_event" in event:
+        if isinstance(event, dict) and "event" in event:
             yield event
 
 
-def parse_log(lines) -> dict:
-    """One run's log (an iterable of lines) -> its tasks, per-host counts and recap."""
+def parse_log(events) -> dict:
+    """One run's events (ansible-runner's, in order) -> its tasks, per-host counts and recap.
+    A task slot starts at its task-start event and ends at its last host result's end."""
     tasks: list[dict] = []
-    current: dict[str, dict] = {}  # task id -> its latest execution
+    current: dict[str, dict] = {}  # task uuid -> its latest start
+    items: dict[tuple[str, str], int] = {}  # (task uuid, host) -> loop items that ran
     play = ""
     stats: dict = {}
-    for event in _events(lines):
-        kind = event["_event"]
-        if kind == "v2_playbook_on_play_start":
-            play = event["play"]["name"]
+    for event in events:
+        kind, data = event.get("event"), event.get("event_data", {})
+        if kind == "playbook_on_play_start":
+            play = data.get("play", data.get("name", ""))
             continue
-        if kind == "v2_playbook_on_stats":
-            stats = event.get("stats", {})
+        if kind == "playbook_on_stats":
+            names = {"ok": "ok", "changed": "changed", "failures": "failures", "dark": "unreachable"}
+            hosts = {h for key in names for h in (data.get(key) or {})}
+            stats = {h: {mine: (data.get(key) or {}).get(h, 0) for key, mine in names.items()} for h in hosts}
             continue
-        task = event.get("task")
-        if not task:
+        uuid = data.get("task_uuid")
+        if not uuid:
             continue
-        start = _time(task["duration"]["start"])
-        entry = current.get(task["id"])
-        if entry is None or (kind in START_EVENTS and start > entry["start"]):
-            entry = {"name": task["name"], "play": play, "path": task.get("path", ""), "start": start,
-                     "end": start, "hosts": {}, "action": ""}
-            current[task["id"]] = entry
+        if kind in START_EVENTS:
+            start = _time(event["created"])
+            role, name = data.get("role", ""), data.get("task", "")
+            entry = {"name": f"{role} : {name}" if role else name, "play": play,
+                     "path": data.get("task_path", ""), "start": start, "end": start, "hosts": {},
+                     "action": data.get("task_action", "")}  # fmt: skip
+            current[uuid] = entry
             tasks.append(entry)
-        if kind not in RESULT_EVENTS:
             continue
-        for host, result in event.get("hosts", {}).items():
-            entry["action"] = entry["action"] or result.get("action", "")
-            items = result.get("results") if isinstance(result.get("results"), list) else None
-            entry["hosts"][host] = {
-                "status": RESULT_EVENTS[kind] if not result.get("skipped") else "skipped",
-                "changed": bool(result.get("changed")),
-                "items": None if items is None
-                else sum(1 for r in items if not (isinstance(r, dict) and r.get("skipped"))),
-            }
-        end = task["duration"].get("end")
-        if end:
-            entry["end"] = max(entry["end"], _time(end))
+        if kind in ITEM_EVENTS:
+            if ITEM_EVENTS[kind] != "skipped":
+                items[(uuid, data.get("host", ""))] = items.get((uuid, data.get("host", "")), 0) + 1
+            continue
+        if kind not in RESULT_EVENTS or uuid not in current:
+            continue
+        entry, host, res = current[uuid], data.get("host", ""), data.get("res") or {}
+        entry["action"] = data.get("resolved_action") or entry["action"]
+        loop = isinstance(res.get("results"), list)
+        entry["hosts"][host] = {
+            "status": RESULT_EVENTS[kind],
+            "changed": bool(res.get("changed")),
+            "items": items.pop((uuid, host), 0) if loop else None,
+        }
+        if data.get("end"):
+            entry["end"] = max(entry["end"], _time(data["end"]))
     return {"tasks": tasks, "stats": stats}
 
 
@@ -241,7 +284,8 @@ def markdown(records: list[dict]) -> str:
         "Tasks and loop items per node: the busiest node. "
         f"Ratio: wall time over the same run's at N = {REFERENCE_N}. "
         "Node CPU: CPU seconds a node's container used during the run, mean over the nodes / "
-        "the busiest node. Controller CPU: ansible-playbook's user + system seconds (its "
+        "the busiest node. Controller CPU: the user + system seconds of ansible-runner and "
+        "ansible-playbook ("
         "workers and ssh clients included). CPU floor: the controller's and all nodes' CPU "
         "seconds over the host's CPUs, the shortest wall time this host could give the run. "
         "Load: the host's 1-minute load average at the end of the run.",
@@ -313,24 +357,21 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def trim(lines):
-    """Each event cut to the keys parse_log reads: the same parse, a fraction of the size."""
-    for event in _events(lines):
-        keep = {"_event": event["_event"], "_timestamp": event.get("_timestamp")}
-        if "play" in event:
-            keep["play"] = {"name": event["play"]["name"]}
-        if "task" in event:
-            keep["task"] = {k: v for k, v in event["task"].items() if k in ("name", "id", "duration", "path")}
-        if "hosts" in event:
-            keep["hosts"] = {}
-            for host, r in event["hosts"].items():
-                small = {k: r[k] for k in ("changed", "skipped", "failed", "action") if k in r}
-                if isinstance(r.get("results"), list):
-                    small["results"] = [{"skipped": True} if isinstance(i, dict) and i.get("skipped") else {}
-                                        for i in r["results"]]
-                keep["hosts"][host] = small
-        if "stats" in event:
-            keep["stats"] = event["stats"]
+def trim(events):
+    """Each event cut to the keys parse_log reads (one JSON line each): the same parse, a
+    fraction of the size (the tests' fixtures are real runs cut this way)."""
+    keep_data = ("play", "name", "task", "role", "task_uuid", "task_path", "task_action", "resolved_action",
+                 "host", "end", "ok", "changed", "failures", "dark")  # fmt: skip
+    for event in events:
+        data = event.get("event_data", {})
+        small = {k: data[k] for k in keep_data if k in data}
+        res = data.get("res")
+        if isinstance(res, dict):
+            small["res"] = {"changed": bool(res.get("changed"))}
+            if isinstance(res.get("results"), list):
+                small["res"]["results"] = [{} for _ in res["results"]]
+        keep = {"event": event.get("event"), "counter": event.get("counter"), "created": event.get("created"),
+                "event_data": small}  # fmt: skip
         yield json.dumps(keep, sort_keys=True, separators=(",", ":"))
 
 
@@ -384,8 +425,7 @@ def _load() -> str:
 
 
 def cmd_record(a) -> int:
-    with open(a.log, errors="replace") as f:
-        s = summarize(parse_log(f))
+    s = summarize(parse_log(read_events(a.log)))
     record = {"n": a.n, "run": a.run, "wall_s": round(a.wall, 1), "cpus": a.cpus, "load": _load(),
               "host_cpus": os.cpu_count(), "log": str(a.log), **s}
     if a.controller_cpu:
@@ -426,15 +466,13 @@ def cmd_report(a) -> int:
 
 
 def cmd_trim(a) -> int:
-    with open(a.log, errors="replace") as f:
-        for line in trim(f):
-            print(line)
+    for line in trim(read_events(a.log)):
+        print(line)
     return 0
 
 
 def cmd_profile(a) -> int:
-    with open(a.log, errors="replace") as f:
-        print(profile(parse_log(f), a.top), end="")
+    print(profile(parse_log(read_events(a.log)), a.top), end="")
     return 0
 
 

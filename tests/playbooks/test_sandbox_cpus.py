@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
@@ -24,10 +25,9 @@ def test_node_cpus_caps_each_node(tmp_path):
     }
 
     def sandbox(**extra):
-        return subprocess.run(
-            ["ansible-playbook", "playbooks/sandbox.yml", "-e", json.dumps({**own, **extra})],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
-        )
+        run, _ = run_playbook("playbooks/sandbox.yml", "-e", json.dumps({**own, **extra}), inventory=[],
+                              timeout=300)  # fmt: skip
+        return run
 
     try:
         run = sandbox(sandbox_node_cpus="0.5")

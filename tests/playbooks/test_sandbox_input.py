@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
@@ -36,10 +37,7 @@ def test_bad_input_fails_clearly_and_creates_nothing(extra, needle, tmp_path):
 
     extra = {**extra, "sandbox_network": "mnc-badinput", "sandbox_name_prefix": "mnc-badinput-",
              "sandbox_inventory_dir": str(tmp_path)}
-    run = subprocess.run(
-        ["ansible-playbook", "playbooks/sandbox.yml", "-e", json.dumps(extra)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
+    run, _ = run_playbook("playbooks/sandbox.yml", "-e", json.dumps(extra), inventory=[], timeout=120)
     assert run.returncode != 0
     assert needle in run.stdout
     assert "Nothing was created" in run.stdout

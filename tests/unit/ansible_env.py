@@ -6,65 +6,47 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from scripts.playbook_runner import Run
+from scripts.playbook_runner import run_module as _run_module
+from scripts.playbook_runner import run_playbook as _run_playbook
+
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 
 
-def repo_ansible_env(json_output: bool = True, **extra: str) -> dict:
-    """This repository's ansible.cfg, roles, modules and module_utils; results as JSON on stdout
-    unless json_output is false (then ansible.cfg's own output)."""
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_LIBRARY=str(ROOT / "library"),
-        ANSIBLE_MODULE_UTILS=str(ROOT / "module_utils"),
-    )
-    if json_output:
-        env.update(
-            ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-            ANSIBLE_STDOUT_CALLBACK="json",
-            # None of ansible.cfg's (they print to stdout, into the JSON). Empty is refused by
-            # ansible-core 2.19+; a stdout callback other than the one in use is never loaded.
-            ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.json",
-            # ansible-core 2.21+ returns a module's invocation only when asked.
-            ANSIBLE_INJECT_INVOCATION="1",
-        )
-    env.update(extra)
-    return env
+def repo_ansible_env(**extra: str) -> dict[str, str]:
+    """This repository's ansible.cfg, roles, modules and module_utils, uncoloured, over the
+    environment (ansible-runner adds this process's own): what every test run of Ansible gets."""
+    return {
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_LIBRARY": str(ROOT / "library"),
+        "ANSIBLE_MODULE_UTILS": str(ROOT / "module_utils"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        # ansible-core 2.21+ returns a module's invocation only when asked.
+        "ANSIBLE_INJECT_INVOCATION": "1",
+        **extra,
+    }
 
 
 def run_playbook(
-    playbook, *extra: str, inventory, timeout: int = 600, json_output: bool = False
-) -> tuple[subprocess.CompletedProcess, float]:
-    """Run a real ansible-playbook from the repository root, uncoloured; ``inventory`` is one
-    source or a list of sources (in order). The completed process and its wall time in s."""
-    sources = inventory if isinstance(inventory, list | tuple) else [inventory]
-    env = repo_ansible_env(json_output=json_output, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    argv = [str(ANSIBLE_PLAYBOOK), *[a for src in sources for a in ("-i", str(src))], str(playbook), *extra]
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    playbook, *extra: str, inventory, timeout: int = 600, env: dict | None = None
+) -> tuple[Run, float]:
+    """Run a real ansible-playbook from the repository root through ansible-runner;
+    ``inventory`` is one source or a list of sources (in order), ``env`` more variables. The
+    run (its rc, Ansible's output, its events) and its wall time in s."""
+    run = _run_playbook(
+        playbook, *extra, inventory=inventory, env=repo_ansible_env(**(env or {})), timeout=timeout
     )
-    return proc, time.monotonic() - t0
+    return run, run.elapsed
 
 
-def task_results(stdout: str, task_name: str) -> list[dict]:
-    """Every host result of the tasks named ``task_name``, the role prefix aside, in a run's
-    json-callback output (``run_playbook(..., json_output=True)``)."""
-    doc = json.loads(stdout)
-    return [
-        result
-        for play in doc["plays"]
-        for task in play["tasks"]
-        if task["task"]["name"].split(" : ", 1)[-1] == task_name
-        for result in task["hosts"].values()
-    ]
+def task_results(run: Run, task_name: str) -> list[dict]:
+    """Every host result of the tasks named ``task_name``, the role prefix aside."""
+    return run.results(task_name)
 
 
 CASE_PLAY = """\
@@ -155,7 +137,7 @@ def run_cases(tmp: Path, title: str, case_tasks: str, cases: list[dict], files: 
     (tmp / "play.yml").write_text(CASE_PLAY.format(title=title))
     extra = json.dumps({"cases": cases, "case_out": str(out)})
     proc, _elapsed = run_playbook(tmp / "play.yml", "-e", extra, inventory=tmp / "hosts", timeout=600)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.tail(9000)
     results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
     assert set(results) == {c["name"] for c in cases}, proc.stdout[-4000:]
     return results
@@ -171,19 +153,21 @@ def podman_hosts(group: str = "all") -> list[str]:
     return [f"podman://{name}" for name in runner.get_hosts(group)]
 
 
-def run_module(module: str, args: dict, *extra: str, timeout: int = 120) -> dict:
-    """Run one of this repository's modules on localhost with real `ansible` (``extra``: more
-    command-line options, e.g. ``--check``); the module's result."""
-    import json
-
-    argv = [
-        str(ANSIBLE_PLAYBOOK.with_name("ansible")), "localhost", "-i", "localhost,", "-c", "local",
-        "-m", module, "-a", json.dumps(args), "-e", f"ansible_python_interpreter={sys.executable}", *extra,
-    ]  # fmt: skip
-    proc = subprocess.run(
-        argv, cwd=ROOT, env=repo_ansible_env(), capture_output=True, text=True, timeout=timeout, check=False
-    )
-    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+def run_module(
+    module: str, args: dict | str, *extra: str, timeout: int = 120, env: dict | None = None
+) -> dict:
+    """Run one of this repository's modules on localhost with real `ansible` through
+    ansible-runner (``args`` a dict or key=value text; ``extra``: more command-line options,
+    e.g. ``--check``); the module's result."""
+    text = args if isinstance(args, str) else json.dumps(args)
+    run = _run_module(
+        module, text, "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", *extra,
+        env=repo_ansible_env(**(env or {})), timeout=timeout,
+    )  # fmt: skip
+    found = run.results(host="localhost")
+    if len(found) != 1:
+        return {"failed": True, "msg": f"ansible gave {len(found)} results (rc {run.rc}):\n{run.tail(3000)}"}
+    return found[0]
 
 
 _TAMPER_CALLBACK = """\

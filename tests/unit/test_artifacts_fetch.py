@@ -10,16 +10,13 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from ansible_env import repo_ansible_env
+from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 PAYLOAD = b"".join(hashlib.sha256(b"%d" % i).digest() for i in range(20000))  # 640 KB
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
 
@@ -82,21 +79,14 @@ def converge(tmp_path: Path, url: str, sha: str = SHA, **extra) -> dict:
     )
     play = tmp_path / "play.yml"
     play.write_text(PLAY.format(artifact=artifact, dest=tmp_path / "node"))
-    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"), no_proxy="127.0.0.1")
+    env = {"MNC_ARTIFACT_CACHE": str(tmp_path / "cache"), "no_proxy": "127.0.0.1"}
     (tmp_path / "hosts").write_text("")  # implicit localhost: the controller's own python
-    argv = [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts"), str(play)]
+    argv = []
     for key, value in extra.items():
         argv += ["-e", json.dumps({key: value})]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    doc = json.loads(proc.stdout)
-    failures = [
-        host["msg"]
-        for play in doc["plays"]
-        for task in play["tasks"]
-        for host in task["hosts"].values()
-        if host.get("failed") and not host.get("skipped")
-    ]
-    return {"stats": doc["stats"]["localhost"], "failures": failures}
+    proc, _ = run_playbook(play, *argv, inventory=tmp_path / "hosts", env=env, timeout=300)
+    failures = [r["msg"] for r in proc.results() if r.get("failed") and not r.get("skipped")]
+    return {"stats": proc.host_stats(), "failures": failures}
 
 
 def cache_files(tmp_path: Path) -> list[str]:

@@ -19,13 +19,13 @@ import sys
 import tarfile
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from ansible_env import repo_ansible_env, tamper_env
+from ansible_env import run_playbook, tamper_env
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 
 BUILD_TASKS = """\
 ---
@@ -120,22 +120,12 @@ PLAY = """\
 """
 
 
-def parse(doc: dict) -> dict:
-    stats = doc["stats"]["localhost"]
-    report = None
-    messages = []
-    for task in doc["plays"][0]["tasks"]:
-        host = task["hosts"].get("localhost", {})
-        if task["task"]["name"] == "Report":
-            report = host["msg"]
-        if isinstance(host.get("msg"), str):
-            messages.append(host["msg"])
-    failures = [
-        t["hosts"]["localhost"].get("msg")
-        for t in doc["plays"][0]["tasks"]
-        if t["hosts"].get("localhost", {}).get("failed")
-    ]
-    return {"stats": stats, "report": report, "failures": failures, "messages": messages}
+def parse(run) -> dict:
+    results = run.results(host="localhost")
+    report = next((r["msg"] for r in results if r["_task"] == "Report"), None)
+    messages = [r["msg"] for r in results if isinstance(r.get("msg"), str)]
+    failures = [r.get("msg") for r in results if r.get("failed")]
+    return {"stats": run.host_stats(), "report": report, "failures": failures, "messages": messages}
 
 
 @pytest.fixture
@@ -170,34 +160,29 @@ def bed(tmp_path):
         install_here: bool = True,
     ) -> list[str]:
         return [
-            str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(nodes[on]["play"]),
-            "-e", f"flag={flag}", "-e", f"owner={owner}", "-e", f"group={group}", "-e", f"barrier={barrier}",
+            "-c", "local", "-e", f"flag={flag}", "-e", f"owner={owner}", "-e", f"group={group}",
+            "-e", f"barrier={barrier}",
             "-e", f"install_here={install_here}", "-e", f"ansible_python_interpreter={sys.executable}",
         ]  # fmt: skip
 
     def run(flag: str, owner: str = "", on: str = "node", group: str = "", install_here: bool = True,
             **env_extra: str):
-        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache), **env_extra)
-        proc = subprocess.run(
-            argv(flag, owner, on, group=group, install_here=install_here),
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-        )
-        return parse(json.loads(proc.stdout))
+        args = argv(flag, owner, on, group=group, install_here=install_here)
+        env = {"MNC_ARTIFACT_CACHE": str(cache), **env_extra}
+        proc, _ = run_playbook(nodes[on]["play"], *args, inventory="localhost,", env=env, timeout=300)
+        return parse(proc)
 
     def run_together(flag: str, on: list[str]) -> list[tuple[int, dict | None, str]]:
-        """Runs started at the same moment, one per node: (rc, parsed result, stderr) each."""
-        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache))
-        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-        procs = [subprocess.Popen(argv(flag, on=n, barrier=True), cwd=ROOT, env=env, **pipes) for n in on]
-        out = []
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=600)
-            try:
-                doc = parse(json.loads(stdout))
-            except ValueError:
-                doc = None
-            out.append((p.returncode, doc, stdout[-3000:] + stderr[-2000:]))
-        return out
+        """Runs started at the same moment, one per node (each under its own ansible-runner,
+        in a thread): (rc, parsed result, the end of its output) each."""
+
+        def one(n: str):
+            proc, _ = run_playbook(nodes[n]["play"], *argv(flag, on=n, barrier=True), inventory="localhost,",
+                                   env={"MNC_ARTIFACT_CACHE": str(cache)}, timeout=600)  # fmt: skip
+            return proc.rc, parse(proc), proc.tail(5000)
+
+        with ThreadPoolExecutor(max_workers=len(on)) as pool:
+            return list(pool.map(one, on))
 
     def builds() -> int:
         return len(count.read_text().splitlines()) if count.exists() else 0

@@ -13,42 +13,21 @@ import sys
 import time
 from pathlib import Path
 
+import ansible_env
 import pytest
-from ansible_env import repo_ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE = Path(sys.executable).with_name("ansible")
 
 
 def run_module(
     args: dict, check: bool = False, module: str = "chainermn_benchmark", timeout: int = 300
 ) -> dict:
-    env = repo_ansible_env(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    argv = [
-        str(ANSIBLE),
-        "localhost",
-        "-i",
-        "localhost,",
-        "-c",
-        "local",
-        "-m",
-        module,
-        "-a",
-        json.dumps(args),
-    ]
-    argv += ["-e", f"ansible_python_interpreter={sys.executable}"]
-    if check:
-        argv.append("--check")
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"ansible printed no JSON:\n{proc.stdout}\n{proc.stderr}")
-    return doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    env = {
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return ansible_env.run_module(module, args, *(["--check"] if check else []), timeout=timeout, env=env)
 
 
 @pytest.fixture
@@ -90,10 +69,11 @@ def test_both_frameworks_run_each_count_chainer_then_pytorch(cluster):
     assert res["process_counts"] == [1, 2]
     commands = res["commands"]
     assert len(commands) == 4
-    for cmd, (p, framework) in zip(commands, [(1, "chainer"), (1, "pytorch"), (2, "chainer"), (2, "pytorch")],
-                                   strict=True):
+    for cmd, (p, framework) in zip(
+        commands, [(1, "chainer"), (1, "pytorch"), (2, "chainer"), (2, "pytorch")], strict=True
+    ):
         assert cmd[cmd.index("-n") + 1] == str(p)
-        train = cmd[cmd.index("train") + 1:]
+        train = cmd[cmd.index("train") + 1 :]
         # ChainerMN keeps its command line (no --framework: the default); gloo is PyTorch's alone
         assert ("--framework" in train) == (framework == "pytorch")
         assert ("--communicator" in train) == (framework == "pytorch")
@@ -160,13 +140,21 @@ def test_missing_python_or_mpiexec_runs_nothing(cluster, tmp_path):
 
 
 def test_slurm_launcher_plans_one_srun_job_per_count(cluster):
-    res = run_module({**cluster, "launcher": "slurm", "srun": "/bin/true", "gpu": False,
-                      "srun_extra_args": ["--partition=batch"]}, check=True)
+    res = run_module(
+        {
+            **cluster,
+            "launcher": "slurm",
+            "srun": "/bin/true",
+            "gpu": False,
+            "srun_extra_args": ["--partition=batch"],
+        },
+        check=True,
+    )
     assert not res.get("failed"), res
     one, two = res["commands"]
-    assert one[one.index("/bin/true"):][:4] == ["/bin/true", "--mpi=pmix", "--nodes=1", "--ntasks=1"]
+    assert one[one.index("/bin/true") :][:4] == ["/bin/true", "--mpi=pmix", "--nodes=1", "--ntasks=1"]
     assert "--ntasks=2" in two and "--ntasks-per-node=2" in two and "--time=2" in two  # timeout 120 s
-    assert two[two.index("--partition=batch") + 1:][:3] == [cluster["python"], "-m", "train"]
+    assert two[two.index("--partition=batch") + 1 :][:3] == [cluster["python"], "-m", "train"]
     assert "mpiexec" not in " ".join(two) and "--oversubscribe" not in two  # mpiexec's flags are mpiexec's
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_env import ANSIBLE_PLAYBOOK, ROOT, repo_ansible_env
+from ansible_env import run_playbook
 
 KEYRING = Path("/usr/share/keyrings/cuda-archive-keyring.gpg")
 DEBS = Path("/var/cache/mncluster/debs")
@@ -37,15 +37,13 @@ PLAY = """\
 def run(tmp_path: Path, *extra: str) -> dict:
     play = tmp_path / "play.yml"
     play.write_text(PLAY)
-    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"))
-    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
-            "-e", f"ansible_python_interpreter={sys.executable}", *extra]  # fmt: skip
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    doc = json.loads(proc.stdout)
-    tasks = doc["plays"][0]["tasks"]
-    failed = [t for t in tasks if t["hosts"].get("localhost", {}).get("failed")]
-    changed = [t["task"]["name"] for t in tasks if t["hosts"].get("localhost", {}).get("changed")]
-    return {"failed": failed, "changed": changed, "stats": doc["stats"]["localhost"]}
+    run, _ = run_playbook(play, "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", *extra,
+                          inventory="localhost,", env={"MNC_ARTIFACT_CACHE": str(tmp_path / "cache")},
+                          timeout=300)  # fmt: skip
+    results = run.results(host="localhost")
+    failed = [r for r in results if r.get("failed")]
+    changed = [r["_task"] for r in results if r.get("changed")]
+    return {"failed": failed, "changed": changed, "stats": run.host_stats()}
 
 
 def nothing_installed() -> bool:
@@ -64,7 +62,7 @@ def test_an_unpinned_keyring_is_not_installed_offline(tmp_path):
     res = run(tmp_path, "-e", '{"stack_cuda_repo_keyring_sha256": {}, "mnc_offline": true}')
     assert res["stats"]["failures"] == 1 and res["changed"] == []
     (task,) = res["failed"]
-    msg = task["hosts"]["localhost"]["msg"]
+    msg = task["msg"]
     assert "stack_cuda_repo_keyring_sha256.debian12 is not pinned" in msg and "offline" in msg
     assert "nothing was installed" in msg and "Packages" in msg
     assert nothing_installed()
@@ -85,7 +83,7 @@ def test_a_keyring_that_does_not_match_its_pin_is_not_installed(tmp_path):
     assert res["stats"]["failures"] == 1
     assert [n for n in res["changed"] if not n.endswith("Create the artifact's cache directory")] == []
     # get_url's own failure is rescued; the run ends with fetch's message.
-    msg = res["failed"][-1]["hosts"]["localhost"]["msg"]
+    msg = res["failed"][-1]["msg"]
     assert "cuda-keyring" in msg and pin in msg and "nothing was installed" in msg
     assert not list((tmp_path / "cache").rglob("cuda-keyring*.deb"))
     assert nothing_installed()

@@ -6,29 +6,19 @@ where it is missing. Error paths use real programs that fail.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import ansible_env
 import pytest
-from ansible_env import repo_ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE = Path(sys.executable).with_name("ansible")
 
 
 def run_module(args: str, check: bool = False) -> dict:
-    env = repo_ansible_env()
-    argv = [str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local", "-m", "openmpi_facts", "-a", args]
-    # The controller's own interpreter: discovery may find a broken shim first.
-    argv += ["-e", f"ansible_python_interpreter={sys.executable}"]
-    if check:
-        argv.append("--check")
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    doc = json.loads(proc.stdout)
-    return doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    # The controller's own interpreter (ansible_env's): discovery may find a broken shim first.
+    return ansible_env.run_module("openmpi_facts", args, *(["--check"] if check else []))
 
 
 needs_ompi_info = pytest.mark.skipif(shutil.which("ompi_info") is None, reason="no ompi_info on this host")

@@ -80,9 +80,9 @@ def test_verify_judges_with_the_group_vars_settings(tmp_path):
         "mnc_private_ip": "10.77.0.10",
     }
     inventory = write_inventory(tmp_path, {"node-refused": node}, group_vars)
-    proc, elapsed = run_playbook(ACCEPTANCE["verify"], inventory=inventory, json_output=True, timeout=300)
+    proc, elapsed = run_playbook(ACCEPTANCE["verify"], inventory=inventory, timeout=300)
     assert proc.returncode != 0, proc.stdout[-3000:]  # the node did not answer
-    (judged,) = results(proc.stdout, "Judge the checks")
+    (judged,) = results(proc, "Judge the checks")
     args = judged["invocation"]["module_args"]
     assert args["p2p_min_fraction"] == 0.25, args
     assert args["p2p_median_fraction"] == 0.125, args
@@ -91,7 +91,7 @@ def test_verify_judges_with_the_group_vars_settings(tmp_path):
     assert args["report_dir"].startswith(str(reports) + "/verify-"), args
     report = json.loads((reports / "verify-latest" / "verify.json").read_text())
     assert "node-refused" in json.dumps(report)
-    (probe,) = results(proc.stdout, "Check that the node answers")
+    (probe,) = results(proc, "Check that the node answers")
     assert probe["unreachable"], probe
     print(f"\nverify.yml against a refused node: {elapsed:.1f} s")
 
@@ -125,9 +125,9 @@ def benchmark_inventory(tmp_path, **settings):
 
 def test_benchmark_plans_with_the_group_vars_settings(tmp_path):
     inventory = benchmark_inventory(tmp_path)
-    proc, elapsed = run_playbook(ACCEPTANCE["benchmark"], "--check", inventory=inventory, json_output=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    (plan,) = results(proc.stdout, "Plan the process counts (runs nothing)")
+    proc, elapsed = run_playbook(ACCEPTANCE["benchmark"], "--check", inventory=inventory)
+    assert proc.returncode == 0, proc.tail(5000)
+    (plan,) = results(proc, "Plan the process counts (runs nothing)")
     args = plan["invocation"]["module_args"]
     assert (args["iterations"], args["warmup"], args["chdir"]) == (7, 3, str(tmp_path / "lib")), args
     assert plan["process_counts"] == [2], plan
@@ -139,9 +139,9 @@ def test_benchmark_plans_with_the_group_vars_settings(tmp_path):
 def test_benchmark_through_slurm_needs_the_clusters_slurm(tmp_path):
     """benchmark_launcher: slurm on a cluster without Slurm is refused before anything is copied."""
     inventory = benchmark_inventory(tmp_path, benchmark_launcher="slurm", mnc_scheduler="none")
-    proc, _ = run_playbook(ACCEPTANCE["benchmark"], inventory=inventory, json_output=True)
+    proc, _ = run_playbook(ACCEPTANCE["benchmark"], inventory=inventory)
     assert proc.returncode != 0
-    (refusal,) = results(proc.stdout, "Refuse the Slurm launcher on a cluster without Slurm")
+    (refusal,) = results(proc, "Refuse the Slurm launcher on a cluster without Slurm")
     assert refusal["msg"].startswith("benchmark_launcher is slurm but mnc_scheduler is none"), refusal
     assert not list((tmp_path / "lib" / "train").iterdir())  # nothing copied
     assert not (tmp_path / "reports").exists()

@@ -35,15 +35,15 @@ def _choose(tmp_path, monkeypatch, *extra):
     play.write_text(PLAY.format(tasks=tasks, vars_file=vars_file, root=ROOT))
     hosts = f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
     (tmp_path / "hosts").write_text(hosts)
-    proc, _ = run_playbook(play, *extra, inventory=tmp_path / "hosts", json_output=True, timeout=120)
+    proc, _ = run_playbook(play, *extra, inventory=tmp_path / "hosts", timeout=120)
     return proc, vars_file
 
 
 def test_no_checkout_falls_back_to_the_system_provider_saying_why(tmp_path, monkeypatch):
     proc, vars_file = _choose(tmp_path, monkeypatch, "-e", "sandbox_python=auto")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.tail(5000)
     assert not vars_file.exists(), "the stale mirror file would still switch the sandbox to pyenv"
-    said = [r["msg"] for r in task_results(proc.stdout, "Say which Python the sandbox gets")]
+    said = [r["msg"] for r in task_results(proc, "Say which Python the sandbox gets")]
     assert len(said) == 1 and said[0].startswith("Python: FALLBACK to the system provider"), said
     assert str(tmp_path / "no-pyenv-here") in said[0], said
 
@@ -52,7 +52,7 @@ def test_no_checkout_falls_back_to_the_system_provider_saying_why(tmp_path, monk
 def test_a_bad_choice_is_refused_before_anything_changes(tmp_path, monkeypatch):
     proc, vars_file = _choose(tmp_path, monkeypatch, "-e", "sandbox_python=conda")
     assert proc.returncode != 0
-    said = [r["msg"] for r in task_results(proc.stdout, "Check the sandbox's Python choice")]
+    said = [r["msg"] for r in task_results(proc, "Check the sandbox's Python choice")]
     assert len(said) == 1 and said[0].startswith("sandbox_python must be auto"), proc.stdout[-3000:]
     assert said[0].endswith('not "conda"'), said
     assert vars_file.exists(), "the refused run touched the inventory"

@@ -165,7 +165,7 @@ def _run(tmp_path, play, extra_vars=None, *args):
     if extra_vars:
         argv += ["-e", json.dumps(extra_vars)]
     proc, _elapsed = run_playbook(tmp_path / "play.yml", *argv, inventory=tmp_path / "hosts", timeout=300)
-    return proc, proc.stdout + proc.stderr
+    return proc, proc.stdout
 
 
 def test_the_stack_role_passes_the_defaults(tmp_path):

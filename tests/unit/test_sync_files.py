@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_env import repo_ansible_env
+from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 
 PLAY = """\
 ---
@@ -52,18 +51,10 @@ def bed(tmp_path):
     play.write_text(PLAY.format(src=src, dest=dest, files=json.dumps(FILES), owner=owner))
 
     def run() -> dict:
-        argv = [
-            str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
-            "-e", f"ansible_python_interpreter={sys.executable}",
-        ]  # fmt: skip
-        proc = subprocess.run(
-            argv, cwd=ROOT, env=repo_ansible_env(), capture_output=True, text=True, timeout=300
-        )
-        doc = json.loads(proc.stdout)
-        tasks = doc["plays"][0]["tasks"]
-        report = next(t["hosts"]["localhost"] for t in tasks if t["task"]["name"] == "Report")
-        copied = report["artifacts_sync_result.copied"]
-        return {"stats": doc["stats"]["localhost"], "copied": copied}
+        proc, _ = run_playbook(play, "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                               inventory="localhost,", timeout=300)  # fmt: skip
+        copied = proc.result("Report")["artifacts_sync_result.copied"]
+        return {"stats": proc.host_stats(), "copied": copied}
 
     return {"run": run, "src": src, "dest": dest}
 

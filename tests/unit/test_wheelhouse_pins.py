@@ -12,13 +12,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from ansible_env import ANSIBLE_PLAYBOOK, ROOT, index_reachable, repo_ansible_env, tamper_env
+from ansible_env import index_reachable, run_playbook, tamper_env
 
 WHEEL = "demo_pin-1.0-py3-none-any.whl"
 
@@ -88,16 +87,12 @@ def bed(tmp_path):
     make_wheel(evil, "evil")
 
     def run(**env_extra: str) -> dict:
-        env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(cache), **env_extra)
-        argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
-                "-e", "mnc_offline=true", "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        doc = json.loads(proc.stdout)
-        tasks = doc["plays"][0]["tasks"]
-        failures = [
-            t["hosts"]["localhost"].get("msg") for t in tasks if t["hosts"].get("localhost", {}).get("failed")
-        ]
-        return {"stats": doc["stats"]["localhost"], "failures": failures, "tasks": tasks}
+        run, _ = run_playbook(play, "-c", "local", "-e", "mnc_offline=true",
+                              "-e", f"ansible_python_interpreter={sys.executable}",
+                              inventory="localhost,", env={"MNC_ARTIFACT_CACHE": str(cache), **env_extra},
+                              timeout=300)  # fmt: skip
+        failures = [msg for _host, _task, msg in run.failures()]
+        return {"failures": failures, "results": run.results()}
 
     def installed() -> str | None:
         module = target / "demo_pin" / "__init__.py"
@@ -116,15 +111,14 @@ def test_pinned_wheelhouse_installs_with_require_hashes(bed):
     pins = (bed["dest"] / ".mncluster-requirements.txt").read_text()
     digest = hashlib.sha256((bed["house"] / WHEEL).read_bytes()).hexdigest()
     assert f"demo-pin==1.0 --hash=sha256:{digest}\n" in pins.replace("demo_pin==", "demo-pin==")
-    (install,) = [t for t in res["tasks"] if t["task"]["name"].endswith("Install from the wheelhouse")]
-    assert "--require-hashes" in install["hosts"]["localhost"]["cmd"]
+    (install,) = [r for r in res["results"] if r["_task"].endswith("Install from the wheelhouse")]
+    assert "--require-hashes" in install["cmd"]
 
 
 @pytest.mark.battery("tamper: a wheel altered in the cache is refused (offline)", bound_s=600)
 def test_a_wheel_altered_in_the_cache_is_refused(bed):
     (bed["house"] / WHEEL).write_bytes(bed["evil"].read_bytes())
     res = bed["run"]()
-    assert res["stats"]["failures"] == 1
     (msg,) = res["failures"]
     assert WHEEL in msg and "Altered or damaged" in msg and "never copied to a node" in msg
     assert not (bed["dest"] / WHEEL).exists()
@@ -138,7 +132,7 @@ def test_a_stamp_without_sha256_is_not_trusted(bed):
     del stamp["sha256"]
     stamp_path.write_text(json.dumps(stamp))
     res = bed["run"]()
-    assert res["stats"]["failures"] == 1
+    assert len(res["failures"]) == 1
     assert WHEEL in res["failures"][0] and bed["installed"]() is None
 
 
@@ -146,7 +140,6 @@ def test_a_stamp_without_sha256_is_not_trusted(bed):
 def test_a_wheel_altered_on_the_node_is_refused(bed):
     copy = bed["dest"] / WHEEL
     res = bed["run"](**bed["tamper"](copy, after="Copy the files that are missing or differ"))
-    assert res["stats"]["failures"] == 1
     (msg,) = res["failures"]
     assert WHEEL in msg and str(bed["dest"]) in msg and "Nothing was installed" in msg
     assert bed["installed"]() is None
@@ -160,8 +153,8 @@ def test_pip_refuses_a_wheel_altered_after_the_check(bed):
     """--require-hashes: a file swapped between the node-side check and pip is refused by pip."""
     copy = bed["dest"] / WHEEL
     res = bed["run"](**bed["tamper"](copy, after="Write the hash-pinned requirements for pip on the node"))
-    assert res["stats"]["failures"] == 1
-    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in json.dumps(res["tasks"])
+    assert len(res["failures"]) == 1
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in json.dumps(res["results"])
     assert bed["installed"]() is None
 
 
@@ -186,14 +179,13 @@ ONLINE_PLAY = """\
 def test_online_a_wheel_altered_in_the_cache_is_named_and_downloaded_again(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text(ONLINE_PLAY)
-    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"))
-    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
-            "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
+    env = {"MNC_ARTIFACT_CACHE": str(tmp_path / "cache")}
+    argv = ["-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"]
 
-    def run() -> list[dict]:
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        return json.loads(proc.stdout)["plays"][0]["tasks"]
+    def run():
+        proc, _ = run_playbook(play, *argv, inventory="localhost,", env=env, timeout=300)
+        assert proc.returncode == 0, proc.tail(3000)
+        return proc
 
     run()
     house = tmp_path / "cache" / "wheels" / "online"
@@ -201,12 +193,10 @@ def test_online_a_wheel_altered_in_the_cache_is_named_and_downloaded_again(tmp_p
     (wheel,) = stamp["files"]
     assert stamp["sha256"][wheel] == hashlib.sha256((house / wheel).read_bytes()).hexdigest()
     (house / wheel).write_bytes(b"altered")
-    tasks = run()
     said = [
-        t["hosts"]["localhost"]["msg"]
-        for t in tasks
-        if t["task"]["name"].endswith("Report the wheelhouse's files that differ from their stamp")
-        and "msg" in t["hosts"].get("localhost", {})
+        r["msg"]
+        for r in run().results("Report the wheelhouse's files that differ from their stamp")
+        if "msg" in r and r["_event"] != "runner_on_skipped"
     ]
     assert len(said) == 1 and wheel in said[0] and "downloaded again" in said[0]
     assert hashlib.sha256((house / wheel).read_bytes()).hexdigest() == stamp["sha256"][wheel]
@@ -240,20 +230,17 @@ PINNED_PLAY = """\
 def test_a_download_that_is_not_the_matrix_pin_is_refused(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text(PINNED_PLAY % ("0" * 64))
-    env = repo_ansible_env(MNC_ARTIFACT_CACHE=str(tmp_path / "cache"))
-    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
-            "-e", f"ansible_python_interpreter={sys.executable}"]  # fmt: skip
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {"MNC_ARTIFACT_CACHE": str(tmp_path / "cache")}
+    argv = ["-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"]
+    proc, _ = run_playbook(play, *argv, inventory="localhost,", env=env, timeout=300)
     assert proc.returncode != 0
-    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
-    failed = [t for t in tasks if t["hosts"].get("localhost", {}).get("failed")]
-    assert failed[0]["task"]["name"].endswith("Refuse a download whose sha256 is not the matrix's pin")
-    msg = failed[0]["hosts"]["localhost"]["msg"]
+    (_host, task, msg), *_ = proc.failures()
+    assert task.endswith("Refuse a download whose sha256 is not the matrix's pin")
     assert f"downloaded {SIX} with sha256 {SIX_SHA256}" in msg
     assert "the version matrix pins " + "0" * 64 in msg and "Nothing was put in the cache" in msg
     assert not (tmp_path / "cache" / "wheels" / "pinned").exists()
     # the right pin: the wheelhouse is built
     play.write_text(PINNED_PLAY % SIX_SHA256)
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    proc, _ = run_playbook(play, *argv, inventory="localhost,", env=env, timeout=300)
+    assert proc.returncode == 0, proc.tail(3000)
     assert (tmp_path / "cache" / "wheels" / "pinned" / SIX).is_file()
