@@ -231,18 +231,15 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.mnc_bench import (
     check_process_counts,
-    failing_rank,
     launcher_env,
     mpiexec_argv,
-    parse_document,
     parse_hostfile,
     process_counts,
-    scaling,
     srun_argv,
-    stderr_tail,
-    timed_out,
     train_argv,
 )
+from ansible.module_utils.mnc_bench_parse import failing_rank, parse_document, stderr_tail, timed_out
+from ansible.module_utils.mnc_bench_report import scaling
 
 TRAIN_OPTIONS = ("model", "batchsize", "unit", "iterations", "warmup", "communicator", "gpu", "data")
 BACKENDS = ("gloo", "nccl")

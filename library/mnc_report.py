@@ -118,7 +118,10 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_bench import PHASES, build_report, chrome_trace, render_markdown
+from ansible.module_utils.mnc_bench import PHASES
+from ansible.module_utils.mnc_bench_markdown import render_markdown
+from ansible.module_utils.mnc_bench_report import build_report
+from ansible.module_utils.mnc_bench_trace import chrome_trace
 from ansible.module_utils.mnc_files import point_link, write_atomic
 from ansible.module_utils.mnc_verdict import assess, compare
 

@@ -3,7 +3,7 @@
 """ChainerMN and PyTorch DDP side by side: which framework made a benchmark document, and the two
 frameworks' runs compared per process count (``benchmark_framework: both``).
 
-Pure functions over the reports ``mnc_bench.build_report`` makes; no Ansible, no I/O.
+Pure functions over the reports ``mnc_bench_report.build_report`` makes; no Ansible, no I/O.
 """
 
 from __future__ import annotations

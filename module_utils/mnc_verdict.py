@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The benchmark's verdict, in numbers and words: is the network the bottleneck, and if not, what is?
 
-Pure functions over the report that ``mnc_bench.build_report`` makes (its
+Pure functions over the report that ``mnc_bench_report.build_report`` makes (its
 ``runs`` and ``documents``); no Ansible, no I/O. Units: seconds, bytes,
 GB/s = 1e9 B/s, Gb/s = 1e9 bit/s (link speeds).
 

@@ -262,10 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         parser.error(problem)
     try:
-        from train import environment
+        from train import startup
 
         # MCA settings take effect at MPI_Init only, NCCL's debug settings at its init
-        environment.before_mpi(nccl=args.gpu and args.communicator in ("pure_nccl", "nccl"))
+        startup.before_mpi(nccl=args.gpu and args.communicator in ("pure_nccl", "nccl"))
         if args.framework == "pytorch":
             from train import torch_bench, torch_dist
 

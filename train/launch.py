@@ -13,10 +13,15 @@ environment:
 
 Under the MPI launchers the master address is rank 0's host, sent to the others
 over MPI (``MASTER_ADDR`` / ``MASTER_PORT`` from the environment win where set).
-Pure functions over a mapping: no MPI, no torch.
+Both engines also read, before MPI starts, how many ranks share this node (``local_ranks``:
+mpiexec's variables, or Slurm's step layout) and the batch job the ranks run in
+(``scheduler_job``). Pure functions over a mapping: no MPI, no torch.
 """
 
 from __future__ import annotations
+
+import os
+import re
 
 # (launcher, marker variable, rank, size, local rank, local size); the first whose marker is set wins.
 LAUNCHERS = (
@@ -54,8 +59,6 @@ def detect(env) -> dict:
                "rank_from": rank, "size_from": size,
                "master_addr": env.get("MASTER_ADDR"), "master_port": _int(env, "MASTER_PORT")}
         if name == "slurm" and rec["local_size"] is None:
-            from train.environment import slurm_tasks_on_node
-
             rec["local_size"] = slurm_tasks_on_node(env.get("SLURM_STEP_TASKS_PER_NODE", ""),
                                                     env.get("SLURM_NODEID", ""))
         if rec["rank"] is None or rec["size"] is None:
@@ -74,7 +77,7 @@ def uses_mpi(rec: dict) -> bool:
 def master_address(interfaces: list[list[dict]], hosts: list[str]) -> tuple[str, str | None]:
     """(address, interface) of rank 0 that every other node can reach: on one host the loopback,
     else rank 0's first IPv4 address whose subnet holds an address of every other host, else its
-    first address off the loopback. ``interfaces[r]`` is rank r's ``environment.interfaces()``."""
+    first address off the loopback. ``interfaces[r]`` is rank r's ``node.interfaces()``."""
     import ipaddress
 
     mine = [i for i in interfaces[0] if not i["address"].startswith("127.")]
@@ -96,4 +99,43 @@ def interface_towards(interfaces: list[dict], address: str) -> str | None:
         net = ipaddress.IPv4Network(f"{i['address']}/{i['prefix']}", strict=False)
         if ipaddress.IPv4Address(address) in net:
             return i["name"]
+    return None
+
+
+# -- what the launcher and the batch system tell every rank (both engines) -----------
+def slurm_tasks_on_node(tasks_per_node: str, node_id: str) -> int | None:
+    """This node's task count from Slurm's ``SLURM_STEP_TASKS_PER_NODE`` ("2(x2),1") and ``SLURM_NODEID``."""
+    if not node_id.isdigit():
+        return None
+    counts = []
+    for part in tasks_per_node.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            return None
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    index = int(node_id)
+    return counts[index] if index < len(counts) else None
+
+
+def local_ranks(env=None) -> int | None:
+    """Ranks on this node, as the launcher tells a rank before MPI_Init (mpiexec's, or srun's)."""
+    env = os.environ if env is None else env
+    for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"):
+        if env.get(var, "").isdigit():
+            return int(env[var])
+    if "SLURM_STEP_TASKS_PER_NODE" in env:  # srun starts the ranks itself: no Open MPI variables yet
+        return slurm_tasks_on_node(env["SLURM_STEP_TASKS_PER_NODE"], env.get("SLURM_NODEID", ""))
+    return None
+
+
+def scheduler_job(env=None) -> dict | None:
+    """The batch job this rank runs in (Slurm or PBS), as its environment says; None outside one."""
+    env = os.environ if env is None else env
+    if env.get("SLURM_JOB_ID"):
+        return {"name": "slurm", "job_id": env["SLURM_JOB_ID"], "step_id": env.get("SLURM_STEP_ID"),
+                "nodelist": env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
+                "partition": env.get("SLURM_JOB_PARTITION")}
+    if env.get("PBS_JOBID"):
+        return {"name": "pbs", "job_id": env["PBS_JOBID"], "step_id": None, "nodelist": None,
+                "partition": env.get("PBS_QUEUE")}
     return None

@@ -98,7 +98,7 @@ def init(backend: str) -> dict:
     """Start the process group; returns {launch record, mpi, MPI, host_path, group info} for the runner."""
     import torch.distributed as dist
 
-    from train.environment import interfaces
+    from train.node import interfaces
 
     rec = launch.detect(os.environ)
     if launch.uses_mpi(rec):

@@ -136,11 +136,11 @@ def test_ddp_overlap_accounting(ddp):
 
 
 def test_the_report_gives_a_verdict(ddp):
-    import mnc_bench
+    import mnc_bench_report
     import mnc_verdict
 
     doc, _ = ddp
-    report = mnc_bench.build_report([doc])
+    report = mnc_bench_report.build_report([doc])
     verdict = mnc_verdict.assess(report)
     (run,) = verdict["runs"]
     assert run["overlap"]["mode"] == "ddp"

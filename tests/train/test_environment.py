@@ -1,4 +1,6 @@
-"""train/environment.py: the CPUs a rank can use, and when MPI is told to yield."""
+"""The environment record (train/environment.py) and its parts: the CPUs a rank can use and the
+interfaces (train/node.py), the launcher's word on ranks per node (train/launch.py), and when MPI
+is told to yield (train/startup.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from tests.train.conftest import QUICK, run_ok
-from train import environment
+from train import environment, launch, node, startup
 
 
 def test_cpu_lists():
-    assert environment.parse_cpu_list("0-3,6") == {0, 1, 2, 3, 6}
-    assert environment.parse_cpu_list("5") == {5}
-    assert environment.parse_cpu_list("") == set()
+    assert node.parse_cpu_list("0-3,6") == {0, 1, 2, 3, 6}
+    assert node.parse_cpu_list("5") == {5}
+    assert node.parse_cpu_list("") == set()
 
 
 def test_this_machine_has_usable_cpus():
-    cpus = environment.node_cpus()
+    cpus = node.node_cpus()
     assert 0 < cpus["usable_cpus"] <= cpus["cpuset_cpus"] <= (os.cpu_count() or 1)
     if cpus["cpu_quota"] is not None:
         assert cpus["usable_cpus"] == min(cpus["cpuset_cpus"], cpus["cpu_quota"])
@@ -26,36 +28,36 @@ def test_this_machine_has_usable_cpus():
 
 def test_ranks_on_this_node_under_srun():
     """srun starts the ranks itself: this node's count comes from Slurm's step layout."""
-    assert environment.slurm_tasks_on_node("2(x2),1", "0") == 2
-    assert environment.slurm_tasks_on_node("2(x2),1", "2") == 1
-    assert environment.slurm_tasks_on_node("2(x2),1", "3") is None
-    assert environment.slurm_tasks_on_node("garbage", "0") is None
-    assert environment.local_ranks({"SLURM_STEP_TASKS_PER_NODE": "3,1", "SLURM_NODEID": "0"}) == 3
+    assert launch.slurm_tasks_on_node("2(x2),1", "0") == 2
+    assert launch.slurm_tasks_on_node("2(x2),1", "2") == 1
+    assert launch.slurm_tasks_on_node("2(x2),1", "3") is None
+    assert launch.slurm_tasks_on_node("garbage", "0") is None
+    assert launch.local_ranks({"SLURM_STEP_TASKS_PER_NODE": "3,1", "SLURM_NODEID": "0"}) == 3
     # mpiexec's own figure wins (also inside an sbatch job, whose variables the ranks inherit)
-    assert environment.local_ranks({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "SLURM_STEP_TASKS_PER_NODE": "1",
+    assert launch.local_ranks({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "SLURM_STEP_TASKS_PER_NODE": "1",
                                     "SLURM_NODEID": "0"}) == 2
-    assert environment.local_ranks({}) is None
+    assert launch.local_ranks({}) is None
 
 
 def test_the_batch_job_is_recorded():
-    job = environment.scheduler_job({"SLURM_JOB_ID": "17", "SLURM_STEP_ID": "0",
+    job = launch.scheduler_job({"SLURM_JOB_ID": "17", "SLURM_STEP_ID": "0",
                                      "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_JOB_NODELIST": "n[1-3]",
                                      "SLURM_JOB_PARTITION": "batch"})
     assert job == {"name": "slurm", "job_id": "17", "step_id": "0", "nodelist": "n[1-2]",
                    "partition": "batch"}
-    assert environment.scheduler_job({"PBS_JOBID": "3.pbs", "PBS_QUEUE": "workq"})["job_id"] == "3.pbs"
-    assert environment.scheduler_job({}) is None
+    assert launch.scheduler_job({"PBS_JOBID": "3.pbs", "PBS_QUEUE": "workq"})["job_id"] == "3.pbs"
+    assert launch.scheduler_job({}) is None
 
 
 def test_yield_only_when_ranks_outnumber_cpus():
-    var = environment.YIELD_VAR
-    assert environment.decide_yield({}, 6, 2.0)["value"] == "1"
-    assert "6 ranks on this node, 2 usable CPUs" in environment.decide_yield({}, 6, 2.0)["source"]
-    assert environment.decide_yield({}, 2, 2.0)["value"] is None
-    assert environment.decide_yield({}, 2, 1.5)["value"] == "1"  # a podman --cpus=1.5 quota
-    assert environment.decide_yield({}, None, 1.0)["value"] is None  # not launched by mpiexec
+    var = startup.YIELD_VAR
+    assert startup.decide_yield({}, 6, 2.0)["value"] == "1"
+    assert "6 ranks on this node, 2 usable CPUs" in startup.decide_yield({}, 6, 2.0)["source"]
+    assert startup.decide_yield({}, 2, 2.0)["value"] is None
+    assert startup.decide_yield({}, 2, 1.5)["value"] == "1"  # a podman --cpus=1.5 quota
+    assert startup.decide_yield({}, None, 1.0)["value"] is None  # not launched by mpiexec
     # what the launcher said wins, either way
-    assert environment.decide_yield({var: "0"}, 6, 2.0) == {
+    assert startup.decide_yield({var: "0"}, 6, 2.0) == {
         "value": "0", "source": "launcher (mpiexec --mca or the environment)"}
 
 
@@ -89,21 +91,21 @@ def test_the_interfaces_open_mpis_tcp_transport_uses():
     ifaces = [{"name": "lo", "address": "127.0.0.1", "prefix": 8},
               {"name": "eth0", "address": "192.168.1.5", "prefix": 24},
               {"name": "eth1", "address": "10.0.0.5", "prefix": 24}]
-    names = [i["name"] for i in environment.tcp_interfaces(ifaces, "10.0.0.0/24", None)]
+    names = [i["name"] for i in node.tcp_interfaces(ifaces, "10.0.0.0/24", None)]
     assert names == ["eth1"]  # roles/mpi_network pins the private subnet
-    assert [i["name"] for i in environment.tcp_interfaces(ifaces, "eth0,eth1", None)] == ["eth0", "eth1"]
+    assert [i["name"] for i in node.tcp_interfaces(ifaces, "eth0,eth1", None)] == ["eth0", "eth1"]
     # nothing pinned: every interface but loopback (Open MPI's default exclude)
-    assert [i["name"] for i in environment.tcp_interfaces(ifaces, None, None)] == ["eth0", "eth1"]
-    assert [i["name"] for i in environment.tcp_interfaces(ifaces, None, "127.0.0.1/8,eth0")] == ["eth1"]
+    assert [i["name"] for i in node.tcp_interfaces(ifaces, None, None)] == ["eth0", "eth1"]
+    assert [i["name"] for i in node.tcp_interfaces(ifaces, None, "127.0.0.1/8,eth0")] == ["eth1"]
     # this machine's own interfaces: loopback at least, each with an IPv4 address
-    mine = environment.interfaces()
+    mine = node.interfaces()
     assert any(i["name"] == "lo" and i["address"] == "127.0.0.1" for i in mine)
 
 
 @pytest.mark.mpi
 def test_environment_of_every_rank_is_recorded(tmp_path):
     doc = run_ok(QUICK, tmp_path / "e.json", processes=2,
-                 env={environment.YIELD_VAR: "1", "OMPI_MCA_btl_tcp_if_include": "lo"})
+                 env={startup.YIELD_VAR: "1", "OMPI_MCA_btl_tcp_if_include": "lo"})
     env = doc["environment"]
     assert [r["rank"] for r in env["ranks"]] == [0, 1]
     for r in env["ranks"]:
@@ -120,13 +122,13 @@ def test_environment_of_every_rank_is_recorded(tmp_path):
     tcp = env["mpi_tcp_interfaces"]
     assert tcp["rule"] == "btl_tcp_if_include=lo"
     assert {h: [i["name"] for i in ifs] for h, ifs in tcp["hosts"].items()} == {env["hosts"][0]: ["lo"]}
-    if environment.node_cpus()["usable_cpus"] >= 2:
+    if node.node_cpus()["usable_cpus"] >= 2:
         assert env["oversubscribed"] == []
 
 
 @pytest.mark.mpi
 def test_more_ranks_than_cpus_make_mpi_yield(tmp_path):
-    usable = environment.node_cpus()["usable_cpus"]
+    usable = node.node_cpus()["usable_cpus"]
     if usable > 3:
         pytest.skip(f"{usable:g} usable CPUs: oversubscribing them would take {int(usable) + 1} ranks")
     p = int(usable) + 1
@@ -155,12 +157,12 @@ node2:3001:3050 [0] NCCL INFO NET/Socket : Using [0]eth1:192.168.1.2<0> [1]eth2:
 
 
 def test_nccl_info_lines_say_network_interfaces_and_transports():
-    got = environment.parse_nccl_info(NCCL_INFO)
+    got = startup.parse_nccl_info(NCCL_INFO)
     assert got["version"] == "2.18.3+cuda12.2"
     assert got["network"] == "IB"
     assert got["interfaces"] == ["IB:mlx5_0:1/IB", "IB:mlx5_1:1/IB", "Socket:eth1", "Socket:eth2"]
     assert got["transports"] == ["P2P/IPC", "NET/IB/0"]
-    assert environment.parse_nccl_info("no nccl here") == {"version": None, "network": None,
+    assert startup.parse_nccl_info("no nccl here") == {"version": None, "network": None,
                                                            "interfaces": [], "transports": []}
 
 
@@ -176,12 +178,12 @@ def test_ompi_info_found_beside_the_launchers_open_mpi(tmp_path):
     (prefix / "bin").mkdir()
     (prefix / "bin" / "ompi_info").symlink_to(real)
     no_mpi_path = str(tmp_path / "empty")
-    assert environment.find_ompi_info({"PATH": no_mpi_path}) is None
-    found = environment.find_ompi_info({"PATH": no_mpi_path, "OMPI_LIBDIR_LOC": str(prefix / "lib")})
+    assert startup.find_ompi_info({"PATH": no_mpi_path}) is None
+    found = startup.find_ompi_info({"PATH": no_mpi_path, "OMPI_LIBDIR_LOC": str(prefix / "lib")})
     assert found == str(prefix / "bin" / "ompi_info")
-    assert environment.find_ompi_info({"PATH": no_mpi_path, "OPAL_PREFIX": str(prefix)}) == found
+    assert startup.find_ompi_info({"PATH": no_mpi_path, "OPAL_PREFIX": str(prefix)}) == found
     # PATH first: the ompi_info a user's shell would run.
-    assert environment.find_ompi_info({"PATH": str(real.parent), "OPAL_PREFIX": str(prefix)}) == str(real)
+    assert startup.find_ompi_info({"PATH": str(real.parent), "OPAL_PREFIX": str(prefix)}) == str(real)
     # Neither variable (a user's own srun, no module loaded): beside the libmpi the rank has loaded.
     maps = tmp_path / "maps"
     maps.write_text(
@@ -189,6 +191,6 @@ def test_ompi_info_found_beside_the_launchers_open_mpi(tmp_path):
         f"7f10-7f20 r-xp 00000000 08:01 43   {prefix}/lib/libmpi.so.40.40.7\n"
         "7f20-7f30 rw-p 00000000 00:00 0\n"
     )
-    assert environment.find_ompi_info({"PATH": no_mpi_path}, maps=str(maps)) == found
-    assert environment.find_ompi_info({"PATH": no_mpi_path}, maps=str(tmp_path / "none")) is None
+    assert startup.find_ompi_info({"PATH": no_mpi_path}, maps=str(maps)) == found
+    assert startup.find_ompi_info({"PATH": no_mpi_path}, maps=str(tmp_path / "none")) is None
 

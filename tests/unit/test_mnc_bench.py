@@ -1,4 +1,5 @@
-"""module_utils/mnc_bench.py: the sweep, slot checks, scaling maths and the report."""
+"""module_utils/mnc_bench*.py: the sweep, slot checks and launcher lines (mnc_bench), a run's output
+(mnc_bench_parse), the scaling maths and the report (mnc_bench_report, mnc_bench_markdown)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 import mnc_bench
+import mnc_bench_markdown
+import mnc_bench_parse
+import mnc_bench_report
 
 
 @pytest.mark.parametrize(
@@ -58,7 +62,7 @@ def test_hostfile_must_hold_the_slots():
 
 
 def test_weak_scaling_efficiency():
-    rows = mnc_bench.scaling([(4, 3200.0), (1, 1000.0), (2, 1900.0)])
+    rows = mnc_bench_report.scaling([(4, 3200.0), (1, 1000.0), (2, 1900.0)])
     assert [r["processes"] for r in rows] == [1, 2, 4]
     assert [r["ideal_samples_per_s"] for r in rows] == [1000.0, 2000.0, 4000.0]
     assert [r["efficiency"] for r in rows] == pytest.approx([1.0, 0.95, 0.8])
@@ -67,7 +71,7 @@ def test_weak_scaling_efficiency():
 
 
 def test_efficiency_without_p1_is_against_the_smallest_run():
-    rows = mnc_bench.scaling([(2, 2000.0), (4, 3000.0)])
+    rows = mnc_bench_report.scaling([(2, 2000.0), (4, 3000.0)])
     assert rows[1]["efficiency"] == pytest.approx(0.75)  # 3000 / (4 * 2000 / 2)
     assert rows[0]["baseline_processes"] == 2
 
@@ -133,11 +137,11 @@ def test_yield_when_idle_goes_before_the_users_mpiexec_flags():
 def test_parse_document():
     doc = {"schema": mnc_bench.SCHEMA, "x": 1}
     out = "train: starting\nMNCBENCH_JSON " + json.dumps(doc) + "\ntrain: done\n"
-    assert mnc_bench.parse_document(out) == doc
+    assert mnc_bench_parse.parse_document(out) == doc
     with pytest.raises(ValueError, match="no 'MNCBENCH_JSON' line"):
-        mnc_bench.parse_document("train: crashed\n")
+        mnc_bench_parse.parse_document("train: crashed\n")
     with pytest.raises(ValueError, match="schema is 'other/2'"):
-        mnc_bench.parse_document('MNCBENCH_JSON {"schema": "other/2"}')
+        mnc_bench_parse.parse_document('MNCBENCH_JSON {"schema": "other/2"}')
 
 
 OPENMPI_ABORT = """\
@@ -155,13 +159,13 @@ mpiexec noticed that process rank 3 with PID 0 on node node2 exited on signal 9 
 
 
 def test_failing_rank_and_its_stderr():
-    assert mnc_bench.failing_rank(OPENMPI_ABORT) == 1
-    assert mnc_bench.stderr_tail(OPENMPI_ABORT, 1).splitlines()[-1] == "[rank 1] MemoryError"
-    assert mnc_bench.failing_rank(OPENMPI_SIGNAL) == 3
-    assert "exited on signal 9" in mnc_bench.stderr_tail(OPENMPI_SIGNAL, 3)
-    assert mnc_bench.failing_rank("ssh: connect to host node2: No route\n") is None
+    assert mnc_bench_parse.failing_rank(OPENMPI_ABORT) == 1
+    assert mnc_bench_parse.stderr_tail(OPENMPI_ABORT, 1).splitlines()[-1] == "[rank 1] MemoryError"
+    assert mnc_bench_parse.failing_rank(OPENMPI_SIGNAL) == 3
+    assert "exited on signal 9" in mnc_bench_parse.stderr_tail(OPENMPI_SIGNAL, 3)
+    assert mnc_bench_parse.failing_rank("ssh: connect to host node2: No route\n") is None
     ompi5 = "  Process name: [prterun-mnc-node1-4242@1,5]\n  Exit code:    1\n"
-    assert mnc_bench.failing_rank(ompi5) == 5
+    assert mnc_bench_parse.failing_rank(ompi5) == 5
 
 
 def make_doc(p, samples_per_s, allreduce_s, L=4_000_000):
@@ -204,7 +208,7 @@ def make_doc(p, samples_per_s, allreduce_s, L=4_000_000):
 
 def test_report_rows_and_markdown():
     docs = [make_doc(4, 3000.0, 0.008), make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
-    report = mnc_bench.build_report(docs, {"timestamp": "20260101T000000Z", "launcher": "node1"})
+    report = mnc_bench_report.build_report(docs, {"timestamp": "20260101T000000Z", "launcher": "node1"})
     assert report["schema"] == "mncluster.report/1"
     assert [r["processes"] for r in report["runs"]] == [1, 2, 4]
     r4 = report["runs"][2]
@@ -212,7 +216,7 @@ def test_report_rows_and_markdown():
     assert r4["busbw"] == pytest.approx(2 * 4e6 * 3 / 4 / 0.008 / 1e9)
     assert r4["raw_allreduce_bytes"] == 1 << 22  # nearest swept size at or above L
     assert (r4["p2p_inter_node"], r4["p2p_intra_node"]) == (1.1, 5.0)
-    md = mnc_bench.render_markdown(report, [("throughput.png", "Throughput")])
+    md = mnc_bench_markdown.render_markdown(report, [("throughput.png", "Throughput")])
     assert "| 4 | 2 | 3000.0 | 4000.0 | 3.00x | 75.0% | +1.50% | 0.25% |" in md
     assert "| 1 | 0.10 | 40.000 | n/a |" in md  # busbw is n/a at p = 1
     assert "| 4 | 8.00 | 0.500 | 0.750 |" in md
@@ -226,7 +230,7 @@ def test_report_names_nccl_and_transport_settings():
         nccl = {"network": ["IB"], "interfaces": ["IB:mlx5_0:1/IB"], "transports": ["NET/IB/0"]}
         d["environment"].update(nccl_version=21803, cudnn_enabled=True, nccl=nccl,
                                 transport={"NCCL_SOCKET_IFNAME": "bond0", "OMPI_MCA_btl": None})
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert ("NCCL 21803: network IB, interfaces IB:mlx5_0:1/IB, channel transports NET/IB/0; "
             "cuDNN enabled.") in md
     assert "Transport settings the ranks were given: `NCCL_SOCKET_IFNAME=bond0`." in md
@@ -238,29 +242,30 @@ def test_report_says_where_every_job_is_pinned():
               "nccl_conf": {"NCCL_SOCKET_IFNAME": {"value": "=bond0", "file": "/etc/nccl.conf"}}}
     for d in docs:
         d["environment"]["network_pinning"] = pinned
-    report = mnc_bench.build_report(docs)
+    report = mnc_bench_report.build_report(docs)
     assert report["environment"]["network_pinning"] == pinned
-    md = mnc_bench.render_markdown(report)
+    md = mnc_bench_markdown.render_markdown(report)
     assert ("Network pinning (every job): Open MPI TCP `btl_tcp_if_include=10.0.0.0/24`; "
             "NCCL sockets `NCCL_SOCKET_IFNAME==bond0` (/etc/nccl.conf).") in md
     for d in docs:
         d["environment"]["network_pinning"] = {"btl_tcp_if_include": None, "nccl_conf": {}}
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert "Open MPI TCP not pinned (every interface that is up); NCCL sockets not pinned" in md
 
 
 def test_report_refuses_other_documents():
     with pytest.raises(ValueError, match="schema"):
-        mnc_bench.build_report([{"schema": "x", "config": {"processes": 1}}])
+        mnc_bench_report.build_report([{"schema": "x", "config": {"processes": 1}}])
 
 
 def test_time_limit():
     assert mnc_bench.launcher_env(30) == {"MPIEXEC_TIMEOUT": "30"}
     assert mnc_bench.launcher_env(0) == {}
-    assert mnc_bench.timed_out(124, "", 5, 30)  # the backstop
-    assert mnc_bench.timed_out(110, "The user-provided time limit for job execution has been reached", 31, 30)
-    assert mnc_bench.timed_out(1, "", 30.5, 30)
-    assert not mnc_bench.timed_out(1, "[rank 1] train: error: x", 3, 30)
+    assert mnc_bench_parse.timed_out(124, "", 5, 30)  # the backstop
+    assert mnc_bench_parse.timed_out(
+        110, "The user-provided time limit for job execution has been reached", 31, 30)
+    assert mnc_bench_parse.timed_out(1, "", 30.5, 30)
+    assert not mnc_bench_parse.timed_out(1, "[rank 1] train: error: x", 3, 30)
 
 
 def test_report_says_how_the_gradients_were_proven_averaged():
@@ -268,7 +273,7 @@ def test_report_says_how_the_gradients_were_proven_averaged():
     for d in docs:
         d["correctness"] = {"agree": True, "gradients": {"averaged": True, "relative_error": 0.0,
                                                          "distinguishes": True}}
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert ("Gradients averaged: every rank's reduced gradient was the mean of the ranks' local gradients "
             "(one extra iteration, checked against a separate MPI_Allreduce) and every rank ended with the "
             "same parameters at p = 1, 2, 4.") in md
@@ -276,9 +281,9 @@ def test_report_says_how_the_gradients_were_proven_averaged():
     # ranks that agree but hold a sum, not a mean, are not correct; identical data is said
     docs[2]["correctness"]["gradients"]["averaged"] = False
     docs[1]["correctness"]["gradients"]["distinguishes"] = False
-    report = mnc_bench.build_report(docs)
+    report = mnc_bench_report.build_report(docs)
     assert [r["correct"] for r in report["runs"]] == [True, True, False]
-    md = mnc_bench.render_markdown(report)
+    md = mnc_bench_markdown.render_markdown(report)
     assert "same parameters at p = 1, 2; **not** at p = [4]." in md
     assert "At p = [2] every rank computed the same local gradient" in md
 
@@ -291,7 +296,7 @@ def test_report_names_the_ceilings_not_measured_and_what_replaces_busbw_under_do
     docs[1]["allreduce"].update(exposed_only=True, busbw=None, own_duration=0.030, busbw_own_duration=0.133)
     docs[1]["environment"]["shared_machines"] = [{"boot_id": "b", "hosts": ["n1", "n2"], "ranks": 2,
                                                   "usable_cpus": 1, "oversubscribed": True}]
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert "Not measured: `nccl`: no --gpu: NCCL reduces device memory only." in md
     assert "Repetitions: at least 10 at L." in md
     assert ("p = 2, double buffering: the allreduce phase (4.00 ms) is only the exposed wait for the "
@@ -309,13 +314,13 @@ def test_report_names_every_ranks_host_and_gpu_and_whether_mpi_took_a_device_buf
     for d in docs:
         d["environment"].update(ranks=gpus[:d["config"]["processes"]], cuda_aware_mpi={
             "built_with_cuda_support": True, "device_buffer_allreduce": {"tried": True, "works": True}})
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert "(CUDA-aware: yes by ompi_info; a device-buffer MPI_Allreduce worked)." in md
     assert ("Ranks at p = 2: g1: 0 (NVIDIA H100 0000:1b:00.0); g2: 1 (NVIDIA H100 0000:1b:00.0).") in md
     for d in docs:
         d["environment"]["cuda_aware_mpi"] = {"built_with_cuda_support": False, "device_buffer_allreduce": {
             "tried": False, "works": None, "reason": "ompi_info says built_with_cuda_support=False"}}
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert ("(CUDA-aware: no by ompi_info; a device-buffer MPI_Allreduce was not tried (ompi_info says "
             "built_with_cuda_support=False)).") in md
 
@@ -325,20 +330,21 @@ def test_report_names_the_interfaces_mpi_uses_on_every_host():
     docs[1]["environment"]["mpi_tcp_interfaces"] = {"rule": "btl_tcp_if_include=10.0.0.0/24", "hosts": {
         "n1": [{"name": "eth1", "address": "10.0.0.1", "prefix": 24, "speed_mbps": 25000}],
         "n2": []}}
-    assert "TCP transport (" not in mnc_bench.render_markdown(mnc_bench.build_report(docs))  # one node
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
+    assert "TCP transport (" not in md  # one node
     docs[1]["environment"]["nodes"] = 2
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert ("Open MPI's TCP transport (`btl_tcp_if_include=10.0.0.0/24`) at p = 2: n1: eth1 (10.0.0.1/24, "
             "25 Gb/s); n2: **none**.") in md
 
 
 def test_report_says_strong_scaling_when_the_global_batch_was_fixed():
     docs = [make_doc(1, 1000.0, 0.0001), make_doc(2, 1900.0, 0.004)]
-    assert "100 samples per process per iteration (weak scaling)" in mnc_bench.render_markdown(
-        mnc_bench.build_report(docs))
+    assert "100 samples per process per iteration (weak scaling)" in mnc_bench_markdown.render_markdown(
+        mnc_bench_report.build_report(docs))
     for d in docs:
         d["config"].update(scaling="strong", global_batchsize=200)
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert "200 samples per iteration split over the processes (strong scaling: the global batch fixed)" in md
 
 
@@ -348,7 +354,7 @@ def test_report_states_the_held_out_accuracy():
         d["learning"] = {"before": {"loss": 2.0, "accuracy": 0.1}, "after": {"loss": 0.5, "accuracy": 0.8},
                          "validation": {"samples": 100, "before": {"loss": 2.1, "accuracy": 0.12},
                                         "after": {"loss": 0.6, "accuracy": 0.75}}}
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert ("Held-out samples, through ChainerMN's multi-node evaluator (each rank its shard, the mean over "
             "ranks), after the warm-up -> after the timed passes: p = 1: 100 samples, loss 2.1 (accuracy "
             "12%) -> 0.6 (accuracy 75%); p = 2: 100 samples") in md
@@ -386,10 +392,11 @@ def test_launcher_environment_per_launcher():
 
 def test_slurm_failures_and_time_limit_are_read():
     err = "srun: error: mnc-cluster-2: task 3: Exited with exit code 1\nsrun: Terminating StepId=12.0\n"
-    assert mnc_bench.failing_rank(err) == 3
-    assert mnc_bench.failing_rank("srun: error: node2: tasks 2-3: Killed\n") == 2
-    assert mnc_bench.timed_out(1, "slurmstepd: error: *** STEP 12.0 ON n1 CANCELLED AT 2026-12-03T09:00:00 "
-                                  "DUE TO TIME LIMIT ***", 3, 900)
+    assert mnc_bench_parse.failing_rank(err) == 3
+    assert mnc_bench_parse.failing_rank("srun: error: node2: tasks 2-3: Killed\n") == 2
+    assert mnc_bench_parse.timed_out(
+        1, "slurmstepd: error: *** STEP 12.0 ON n1 CANCELLED AT 2026-12-03T09:00:00 "
+           "DUE TO TIME LIMIT ***", 3, 900)
 
 
 def test_report_says_how_ranks_started_and_names_each_job():
@@ -398,13 +405,13 @@ def test_report_says_how_ranks_started_and_names_each_job():
         d["launch"] = {"launcher": "slurm", "command": ["srun", "py"]}
         d["environment"]["scheduler"] = {"name": "slurm", "job_id": job, "step_id": "0",
                                          "nodelist": "n[1-2]", "partition": "batch"}
-    report = mnc_bench.build_report(docs)
+    report = mnc_bench_report.build_report(docs)
     assert [(r["launcher"], r["job"]["job_id"]) for r in report["runs"]] == [("slurm", "41"), ("slurm", "42")]
-    md = mnc_bench.render_markdown(report)
+    md = mnc_bench_markdown.render_markdown(report)
     assert ("Started by `srun --mpi=pmix` (one Slurm job per p); jobs: p = 1: Slurm job 41 on n[1-2], "
             "p = 2: Slurm job 42 on n[1-2].") in md
     for d in docs:
         d["launch"]["launcher"] = "mpiexec"
         del d["environment"]["scheduler"]
-    md = mnc_bench.render_markdown(mnc_bench.build_report(docs))
+    md = mnc_bench_markdown.render_markdown(mnc_bench_report.build_report(docs))
     assert "Started by `mpiexec`." in md and "Slurm job" not in md

@@ -9,6 +9,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 import mnc_bench
+import mnc_bench_markdown
+import mnc_bench_report
 import mnc_verdict
 
 L = 102_228_384  # ResNet-50's fp32 gradient, the seed's figure
@@ -256,9 +258,9 @@ def test_report_markdown_leads_with_the_verdict():
         d["instrumentation"] = {"overhead_percent": 0.5, "rounds": [{"iterations": 5, "plain_wall": 1.0}]}
         d["throughput"]["samples_per_s"] = 100.0 * d["config"]["processes"]
         d["imbalance"] = stat(0.0)
-    rep = mnc_bench.build_report([base, two])
+    rep = mnc_bench_report.build_report([base, two])
     rep["verdict"] = mnc_verdict.assess(rep, link_gbps=1)
-    md = mnc_bench.render_markdown(rep)
+    md = mnc_bench_markdown.render_markdown(rep)
     head = md.split("## Throughput")[0]
     assert "## Verdict" in head and "* p = 4 (2 nodes): allreduce is" in head
     assert "Model of a step: step = measured compute" in head
@@ -287,7 +289,7 @@ def test_baseline_comparison_flags_drops_beyond_their_tolerance():
     other = mnc_verdict.compare({"runs": [run(2, 1, 1, 1)]}, baseline)
     assert "no process count in common" in other["summary"]
     rep = {"config": {}, "runs": [], "comparison": c}
-    md = mnc_bench.render_markdown(rep)
+    md = mnc_bench_markdown.render_markdown(rep)
     assert "## Against the baseline (T0)" in md
     assert "| 4 | throughput (samples/s) | 300 | 255 | -15.0% | **dropped** (beyond 10%) |" in md
 
@@ -369,7 +371,7 @@ def test_a_report_of_both_frameworks_compares_them_per_p():
     torch_base = ready(make_doc(1, 1), 120.0)
     torch_base["config"]["framework"] = "pytorch"
     torch_two = ready(ddp_doc(own=0.040, hidden=0.030), 210.0)
-    rep = mnc_bench.build_report([*chainer, torch_base, torch_two])
+    rep = mnc_bench_report.build_report([*chainer, torch_base, torch_two])
     assert [r["processes"] for r in rep["runs"]] == [1, 2] and rep["framework"] == "chainer"
     assert [r["processes"] for r in rep["frameworks"]["pytorch"]["runs"]] == [1, 2]
     comp = rep["framework_comparison"]
@@ -385,7 +387,7 @@ def test_a_report_of_both_frameworks_compares_them_per_p():
                                  "p = 2: PyTorch DDP 210.0 samples/s, ChainerMN 150.0 (1.40x)"]
     rep["verdict"] = mnc_verdict.assess(rep)
     rep["frameworks"]["pytorch"]["verdict"] = mnc_verdict.assess(rep["frameworks"]["pytorch"])
-    md = mnc_bench.render_markdown(rep)
+    md = mnc_bench_markdown.render_markdown(rep)
     assert md.startswith("# ChainerMN and PyTorch DDP scaling report")
     assert "## Frameworks compared" in md and "| 2 | PyTorch DDP | 210.0 |" in md
     assert "PyTorch DDP's verdict:" in md and "was hidden behind backward" in md
