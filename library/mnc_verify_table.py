@@ -13,7 +13,7 @@ description:
     GPU probes) and
     returns one row per check with PASS, FAIL or SKIP, the rendered table, and the list of failures.
   - Runs on the controller; changes nothing. The checks are plain functions in
-    C(module_utils/mnc_verify.py).
+    C(module_utils/mnc_verify.py) and the C(mnc_verify_*.py) modules it imports.
 options:
   nodes:
     description:
@@ -158,7 +158,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.mnc_files import point_link, write_atomic
-from ansible.module_utils.mnc_verify import evaluate, render_markdown
+from ansible.module_utils.mnc_verify import evaluate
+from ansible.module_utils.mnc_verify_render import render_markdown
 
 HEATMAP = "p2p-matrix.png"
 

@@ -1,7 +1,7 @@
 """What an OpenMPI hostfile lists: the one parser every check and the benchmark use.
 
 Pure function, no Ansible imports. Used by module_utils/mnc_bench.py (the
-benchmark's slot checks, strict), module_utils/mnc_verify.py (the acceptance
+benchmark's slot checks, strict), module_utils/mnc_verify_mpi.py (the acceptance
 checks, lenient) and by Jinja as the ``mnc_hostfile_hosts`` filter
 (filter_plugins/mnc.py). Unit-tested in tests/unit/test_hostfile.py.
 """

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 import mnc as mnc_filters
 import mnc_bench
 import mnc_hostfile
-import mnc_verify
+import mnc_verify_mpi
 
 TEXT = "# managed by mncluster\n10.0.0.1 slots=4\n\n10.0.0.2 slots=4 max_slots=8  # node 2\nnode3\n"
 
@@ -26,7 +26,7 @@ def test_strict_refuses_an_unreadable_field_and_lenient_skips_it():
 
 def test_every_caller_uses_the_same_parser():
     assert mnc_bench.parse_hostfile is mnc_hostfile.parse_hostfile
-    assert mnc_verify.parse_hostfile(TEXT) == [
+    assert mnc_verify_mpi.parse_hostfile(TEXT) == [
         {"address": h, "slots": s} for h, s in mnc_hostfile.parse_hostfile(TEXT)
     ]
     assert mnc_filters.mnc_hostfile_hosts(TEXT) == [
@@ -43,7 +43,7 @@ def test_the_filter_reads_leniently_as_verify_does():
         {"host": "node2", "slots": 1},
     ]
     assert [h["slots"] for h in mnc_filters.mnc_hostfile_hosts(text, strict=False)] == [
-        n["slots"] for n in mnc_verify.parse_hostfile(text)
+        n["slots"] for n in mnc_verify_mpi.parse_hostfile(text)
     ]
 
 

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 import mnc_preflight
 import mnc_verify as v
+import mnc_verify_mpi as vmpi
 
 MPIIO = ROOT / "roles" / "verify" / "files" / "mnc_mpiio.py"
 
@@ -56,7 +57,7 @@ def test_mpiio_on_a_shared_directory_passes_and_leaves_nothing(tmp_path):
     assert [r["read_from"] for r in doc["ranks"]] == [1, 2, 0]
     assert all(r["ok"] for r in doc["ranks"]), doc
     assert {r["host"] for r in doc["ranks"]} == {"node0", "node1", "node2"}
-    rows = v.check_mpiio(dict(run, dir=str(shared)))
+    rows = vmpi.check_mpiio(dict(run, dir=str(shared)))
     assert [r["status"] for r in rows] == [v.PASS], rows
     assert "3 ranks on 3 nodes" in rows[0]["detail"]
     assert list(shared.iterdir()) == [], "the check's files stay behind"
@@ -67,7 +68,7 @@ def test_mpiio_on_a_shared_directory_passes_and_leaves_nothing(tmp_path):
 def test_mpiio_on_a_directory_each_node_has_of_its_own_fails_at_once(tmp_path):
     run, shared = mpiio(tmp_path, 3, private=True)
     assert run["rc"] == 0, run["stderr"][-2000:]  # the program reports; it neither hangs nor crashes
-    rows = v.check_mpiio(dict(run, dir=str(shared)))
+    rows = vmpi.check_mpiio(dict(run, dir=str(shared)))
     assert [r["status"] for r in rows] == [v.FAIL], rows
     detail = rows[0]["detail"]
     assert "rank 1 on node1: does not see the file rank 0 on node0 wrote" in detail
@@ -76,17 +77,17 @@ def test_mpiio_on_a_directory_each_node_has_of_its_own_fails_at_once(tmp_path):
 
 
 def test_mpiio_judging_without_a_run_or_across_no_node():
-    assert v.check_mpiio(None) == []  # nothing shared: no row
-    single = v.check_mpiio({"dir": "/scratch/u", "not_applicable": "a single node: nothing to share with"})
+    assert vmpi.check_mpiio(None) == []  # nothing shared: no row
+    single = vmpi.check_mpiio({"dir": "/scratch/u", "not_applicable": "a single node: nothing to share with"})
     assert [r["status"] for r in single] == [v.SKIP]
-    down = v.check_mpiio({"dir": "/scratch/u", "skipped_reason": "n2 did not answer"})
+    down = vmpi.check_mpiio({"dir": "/scratch/u", "skipped_reason": "n2 did not answer"})
     assert down[0]["status"] == v.FAIL and "n2 did not answer" in down[0]["detail"]
     one_host = {"rc": 0, "stdout": json.dumps({"dir": "/scratch/u", "block": 1024, "ranks": [
         {"rank": r, "host": "a", "read_from": (r + 1) % 2, "read_from_host": "a", "ok": True, "error": ""}
         for r in range(2)]})}
-    rows = v.check_mpiio(one_host)
+    rows = vmpi.check_mpiio(one_host)
     assert rows[0]["status"] == v.FAIL and "nothing crossed a node" in rows[0]["detail"]
-    timed_out = v.check_mpiio({"dir": "/scratch/u", "rc": 124, "stdout": "", "stderr": "killed"})
+    timed_out = vmpi.check_mpiio({"dir": "/scratch/u", "rc": 124, "stdout": "", "stderr": "killed"})
     assert timed_out[0]["status"] == v.FAIL and "timed out" in timed_out[0]["detail"]
 
 

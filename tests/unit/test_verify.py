@@ -1,4 +1,4 @@
-"""The acceptance checks of roles/verify (module_utils/mnc_verify.py).
+"""The acceptance checks of roles/verify (module_utils/mnc_verify.py and the mnc_verify_*.py it imports).
 
 Rank and bandwidth checks are fed the output of real mpiexec runs on the
 controller (Debian's OpenMPI + mpi4py in .venv); the judging of failures the
@@ -20,6 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 import mnc_verify as v
+import mnc_verify_gpu as vgpu
+import mnc_verify_mpi as vmpi
+import mnc_verify_render as vrender
 
 P2P = ROOT / "roles" / "verify" / "files" / "mnc_p2p_bandwidth.py"
 VERSIONS = ROOT / "roles" / "verify" / "files" / "mnc_versions.py"
@@ -53,7 +56,7 @@ def only(rows, check):
 def test_real_mpiexec_every_rank_once_passes():
     run = mpiexec(4, RANK_CMD)
     assert run["rc"] == 0, run["stderr"]
-    rows = v.check_ranks(run, [{"host": HOST, "slots": 4}])
+    rows = vmpi.check_ranks(run, [{"host": HOST, "slots": 4}])
     assert rows[0]["status"] == v.PASS, rows
     assert "0..3 once each" in rows[0]["detail"]
     assert f"{HOST}: 0-3" in rows[0]["detail"]
@@ -64,7 +67,7 @@ def test_real_mpiexec_every_rank_once_passes():
 def test_real_mpiexec_too_few_ranks_names_the_missing_ones():
     # The hostfile promises 4 slots on this host, but only 3 processes start.
     run = mpiexec(3, RANK_CMD)
-    rows = v.check_ranks(run, [{"host": HOST, "slots": 4}])
+    rows = vmpi.check_ranks(run, [{"host": HOST, "slots": 4}])
     assert rows[0]["status"] == v.FAIL
     assert "ranks never printed: 3" in rows[0]["detail"]
     assert f"{HOST} ran 3 rank(s), expected 4" in rows[0]["detail"]
@@ -75,7 +78,7 @@ def test_real_mpiexec_too_few_ranks_names_the_missing_ones():
 def test_real_mpiexec_failure_is_reported_with_its_error():
     run = mpiexec(2, ["/nonexistent/program"])
     assert run["rc"] != 0
-    rows = v.check_ranks(run, [{"host": HOST, "slots": 2}])
+    rows = vmpi.check_ranks(run, [{"host": HOST, "slots": 2}])
     assert rows[0]["status"] == v.FAIL
     assert f"mpiexec exited {run['rc']}" in rows[0]["detail"]
 
@@ -83,7 +86,7 @@ def test_real_mpiexec_failure_is_reported_with_its_error():
 def test_duplicate_rank_and_unexpected_host_fail():
     # Two mpiexec jobs writing into one output, or a hostfile pointing at the wrong machine.
     out = "node1 0\nnode1 1\nnode2 2\nnode2 2\nrogue 3\n"
-    rows = v.check_ranks(
+    rows = vmpi.check_ranks(
         {"rc": 0, "stdout": out}, [{"host": "node1", "slots": 2}, {"host": "node2", "slots": 2}]
     )
     detail = rows[0]["detail"]
@@ -102,18 +105,18 @@ def _rank_output(placement):
 
 
 def test_expected_placement_starts_on_the_launcher_then_hostfile_order():
-    assert v.expected_placement(WIRING, "w1") == [("w1", [0, 1]), ("w2", [2, 3, 4]), ("w3", [5, 6])]
+    assert vmpi.expected_placement(WIRING, "w1") == [("w1", [0, 1]), ("w2", [2, 3, 4]), ("w3", [5, 6])]
     # What OpenMPI printed when mnc-wiring-2 happened to launch (issue: launcher chosen by chance).
-    assert v.expected_placement(WIRING, "w2") == [("w2", [0, 1, 2]), ("w1", [3, 4]), ("w3", [5, 6])]
+    assert vmpi.expected_placement(WIRING, "w2") == [("w2", [0, 1, 2]), ("w1", [3, 4]), ("w3", [5, 6])]
     # A launcher outside the hostfile (or unknown): hostfile order.
-    assert v.expected_placement(WIRING, None) == v.expected_placement(WIRING, "w1")
-    assert v.expected_placement(WIRING, "login") == v.expected_placement(WIRING, "w1")
+    assert vmpi.expected_placement(WIRING, None) == vmpi.expected_placement(WIRING, "w1")
+    assert vmpi.expected_placement(WIRING, "login") == vmpi.expected_placement(WIRING, "w1")
 
 
 @pytest.mark.parametrize("launcher", ["w1", "w2", "w3"])
 def test_placement_from_any_launcher_passes_when_it_follows_the_mapping(launcher):
-    out = _rank_output(v.expected_placement(WIRING, launcher))
-    rows = v.check_ranks({"rc": 0, "stdout": out}, WIRING, launcher)
+    out = _rank_output(vmpi.expected_placement(WIRING, launcher))
+    rows = vmpi.check_ranks({"rc": 0, "stdout": out}, WIRING, launcher)
     assert rows[0]["status"] == v.PASS, rows
     assert "7 ranks, 0..6 once each" in rows[0]["detail"]
     # The detail lists the hosts in rank order.
@@ -122,8 +125,8 @@ def test_placement_from_any_launcher_passes_when_it_follows_the_mapping(launcher
 
 
 def test_placement_of_another_launcher_fails_and_names_the_expected_one():
-    out = _rank_output(v.expected_placement(WIRING, "w2"))
-    rows = v.check_ranks({"rc": 0, "stdout": out}, WIRING, "w1")
+    out = _rank_output(vmpi.expected_placement(WIRING, "w2"))
+    rows = vmpi.check_ranks({"rc": 0, "stdout": out}, WIRING, "w1")
     assert rows[0]["status"] == v.FAIL
     assert "placement differs from the mapping" in rows[0]["detail"]
     assert "expected w1: 0-1; w2: 2-4; w3: 5-6" in rows[0]["detail"]
@@ -132,14 +135,14 @@ def test_placement_of_another_launcher_fails_and_names_the_expected_one():
 def test_round_robin_placement_fails_although_the_counts_are_right():
     # --map-by node instead of filling each node's slots: right counts, wrong ranks.
     out = "w1 0\nw2 1\nw3 2\nw1 3\nw2 4\nw3 5\nw2 6\n"
-    rows = v.check_ranks({"rc": 0, "stdout": out}, WIRING, "w1")
+    rows = vmpi.check_ranks({"rc": 0, "stdout": out}, WIRING, "w1")
     assert rows[0]["status"] == v.FAIL
     assert "placement differs" in rows[0]["detail"]
     assert "expected w1: 0-1; w2: 2-4; w3: 5-6" in rows[0]["detail"]
 
 
 def test_ranks_timeout_is_named():
-    rows = v.check_ranks({"rc": 124, "stdout": "", "stderr": ""}, [{"host": "a", "slots": 1}])
+    rows = vmpi.check_ranks({"rc": 124, "stdout": "", "stderr": ""}, [{"host": "a", "slots": 1}])
     assert rows[0]["status"] == v.FAIL and rows[0]["detail"].startswith("timed out")
 
 
@@ -148,17 +151,17 @@ def test_ranks_all_printed_but_the_launcher_hung_is_named_as_such():
     out = "a 1\na 0\nb 3\nb 2\n"
     two_by_two = [{"host": "a", "slots": 2}, {"host": "b", "slots": 2}]
     for rc in (124, 137):
-        rows = v.check_ranks({"rc": rc, "stdout": out, "stderr": ""}, two_by_two, "a")
+        rows = vmpi.check_ranks({"rc": rc, "stdout": out, "stderr": ""}, two_by_two, "a")
         assert rows[0]["status"] == v.FAIL
         assert rows[0]["detail"].startswith("all 4 ranks ran on the expected hosts and printed, but mpiexec")
         assert "a: 0-1; b: 2-3" in rows[0]["detail"]
     # A rank missing as well: the plain timeout, with what is missing.
-    rows = v.check_ranks({"rc": 124, "stdout": "a 0\na 1\nb 2\n", "stderr": ""}, two_by_two, "a")
+    rows = vmpi.check_ranks({"rc": 124, "stdout": "a 0\na 1\nb 2\n", "stderr": ""}, two_by_two, "a")
     assert rows[0]["detail"].startswith("timed out") and "ranks never printed: 3" in rows[0]["detail"]
 
 
 def test_ranks_not_run_because_a_node_is_down():
-    rows = v.check_ranks({"skipped_reason": "node3 did not answer"}, [])
+    rows = vmpi.check_ranks({"skipped_reason": "node3 did not answer"}, [])
     assert rows == [v.row("ranks", "cluster", v.FAIL, "not run: node3 did not answer")]
 
 
@@ -172,13 +175,13 @@ NODES = [
 
 def test_hostfile_parse_and_check():
     text = "# managed by mncluster\n10.0.0.1 slots=4\n\n10.0.0.2 slots=4  # second\n"
-    entries = v.parse_hostfile(text)
+    entries = vmpi.parse_hostfile(text)
     assert entries == [{"address": "10.0.0.1", "slots": 4}, {"address": "10.0.0.2", "slots": 4}]
-    assert v.check_hostfile(entries, NODES)[0]["status"] == v.PASS
+    assert vmpi.check_hostfile(entries, NODES)[0]["status"] == v.PASS
 
 
 def test_hostfile_missing_node_and_stranger_fail():
-    rows = v.check_hostfile(v.parse_hostfile("10.0.0.1 slots=2\n10.9.9.9 slots=2\n"), NODES)
+    rows = vmpi.check_hostfile(vmpi.parse_hostfile("10.0.0.1 slots=2\n10.9.9.9 slots=2\n"), NODES)
     assert rows[0]["status"] == v.FAIL
     assert "n2 (10.0.0.2) missing" in rows[0]["detail"]
     assert "10.9.9.9 is no node of the inventory" in rows[0]["detail"]
@@ -198,7 +201,7 @@ def p2p_run():
 
 @pytest.mark.mpi
 def test_real_pingpong_measures_every_pair(p2p_run):
-    doc = v.parse_p2p(p2p_run["stdout"])
+    doc = vmpi.parse_p2p(p2p_run["stdout"])
     assert [p["ranks"] for p in doc["pairs"]] == [[0, 1], [0, 2], [1, 2]]
     for p in doc["pairs"]:
         assert [r["bytes"] for r in p["results"]] == [4096, 1048576]
@@ -210,15 +213,15 @@ def test_real_pingpong_measures_every_pair(p2p_run):
 @pytest.mark.mpi
 def test_real_pingpong_against_link_speed(p2p_run):
     # Shared memory on one host is far faster than a 1 Gb/s link ...
-    rows = v.check_p2p(p2p_run, link_gbps=1, min_fraction=0.5)
+    rows = vmpi.check_p2p(p2p_run, link_gbps=1, min_fraction=0.5)
     assert len(rows) == 3 and all(r["status"] == v.PASS for r in rows), rows
     assert "link 1 Gb/s = 0.12 GB/s" in rows[0]["detail"]
     # ... and far slower than a 100 Tb/s one: every pair fails and says by how much.
-    rows = v.check_p2p(p2p_run, link_gbps=100000, min_fraction=0.5)
+    rows = vmpi.check_p2p(p2p_run, link_gbps=100000, min_fraction=0.5)
     assert all(r["status"] == v.FAIL for r in rows)
     assert "< 50%" in rows[0]["detail"]
     # No configured link speed: measured, reported, not judged.
-    rows = v.check_p2p(p2p_run, link_gbps=None, min_fraction=0.5)
+    rows = vmpi.check_p2p(p2p_run, link_gbps=None, min_fraction=0.5)
     assert all(r["status"] == v.SKIP and "no mnc_link_gbps" in r["detail"] for r in rows)
 
 
@@ -229,23 +232,23 @@ def test_real_pingpong_round_robin_covers_every_pair_once(n):
     # Disjoint pairs run concurrently: n-1 rounds (n rounded up to even), each pair exactly once.
     run = mpiexec(n, [sys.executable, str(P2P), "--budget-mib", "1", "--sizes", "4096"])
     assert run["rc"] == 0, run["stderr"]
-    doc = v.parse_p2p(run["stdout"])
+    doc = vmpi.parse_p2p(run["stdout"])
     assert doc["rounds"] == n - 1 + n % 2
     assert [p["ranks"] for p in doc["pairs"]] == [[a, b] for a in range(n) for b in range(a + 1, n)]
     by_round = {}
     for p in doc["pairs"]:
         by_round.setdefault(p["round"], []).extend(p["ranks"])
     assert all(len(r) == len(set(r)) for r in by_round.values()), by_round
-    assert len(v.check_p2p(run, 1, 0.5)) == n * (n - 1) // 2
+    assert len(vmpi.check_p2p(run, 1, 0.5)) == n * (n - 1) // 2
 
 
 def test_p2p_garbage_output_fails_with_the_text():
-    rows = v.check_p2p({"rc": 0, "stdout": "Segmentation fault\n"}, 10, 0.5)
+    rows = vmpi.check_p2p({"rc": 0, "stdout": "Segmentation fault\n"}, 10, 0.5)
     assert rows[0]["status"] == v.FAIL and "Segmentation fault" in rows[0]["detail"]
 
 
 def test_p2p_single_node_is_skipped():
-    rows = v.check_p2p({"not_applicable": "a single node: no pair to measure"}, 10, 0.5)
+    rows = vmpi.check_p2p({"not_applicable": "a single node: no pair to measure"}, 10, 0.5)
     assert rows[0]["status"] == v.SKIP
 
 
@@ -262,7 +265,7 @@ def test_cuda_support_required_in_gpu_mode_only():
         {"name": "gpu3", "openmpi_error": "no ompi_info in /opt/x/bin"},
         {"name": "down", "reachable": False},
     ]
-    rows = v.check_cuda(nodes, require=True)
+    rows = vgpu.check_cuda(nodes, require=True)
     assert [(r["subject"], r["status"]) for r in rows] == [
         ("gpu1", v.PASS),
         ("gpu2", v.FAIL),
@@ -270,7 +273,7 @@ def test_cuda_support_required_in_gpu_mode_only():
     ]
     assert "--with-cuda" in rows[1]["detail"]
     assert "no ompi_info in /opt/x/bin" in rows[2]["detail"]
-    cpu = v.check_cuda(nodes[:2], require=False)
+    cpu = vgpu.check_cuda(nodes[:2], require=False)
     assert [r["status"] for r in cpu] == [v.PASS, v.SKIP]
 
 
@@ -278,11 +281,11 @@ def test_a_gpu_node_whose_cuda_is_not_usable_fails():
     # Built --with-cuda, but the accelerator/cuda plugin did not open (no loadable libcuda.so.1).
     node = {"name": "gpu1", "openmpi": {"version": "5.0.7", "prefix": "/opt/ompi", "built_with": True,
                                         "runtime": False}}  # fmt: skip
-    [gpu] = v.check_cuda([node], require=True)
+    [gpu] = vgpu.check_cuda([node], require=True)
     assert gpu["status"] == v.FAIL
     assert "not usable at run time" in gpu["detail"] and "libcuda.so.1" in gpu["detail"]
     # The sandbox's CPU nodes: the same build without a driver is fine.
-    [cpu] = v.check_cuda([node], require=False)
+    [cpu] = vgpu.check_cuda([node], require=False)
     assert cpu["status"] == v.PASS and "runtime=False" in cpu["detail"]
 
 
@@ -451,7 +454,7 @@ PEAKS4 = {(0, 1): 1.10, (0, 2): 1.12, (0, 3): 1.08, (1, 2): 1.11, (1, 3): 0.50, 
 
 
 def test_a_pair_far_below_the_median_pair_fails_naming_both_nodes():
-    rows = v.check_p2p(_pairs_doc(PEAKS4, HOSTS4), link_gbps=None, min_fraction=0.5, median_fraction=0.7)
+    rows = vmpi.check_p2p(_pairs_doc(PEAKS4, HOSTS4), link_gbps=None, min_fraction=0.5, median_fraction=0.7)
     by = {r["subject"]: r for r in rows}
     assert by["n2 <-> n4"]["status"] == v.FAIL
     assert "below 70% of the median pair: a slow link between n2 and n4?" in by["n2 <-> n4"]["detail"]
@@ -459,20 +462,20 @@ def test_a_pair_far_below_the_median_pair_fails_naming_both_nodes():
     # The median of the six pairs is 1.095 GB/s; the slow pair is at 46% of it.
     assert "46% of the median pair (1.10 GB/s)" in by["n2 <-> n4"]["detail"]
     # Without the comparison (0 / None) and without a link speed: reported, not judged.
-    rows = v.check_p2p(_pairs_doc(PEAKS4, HOSTS4), link_gbps=None, min_fraction=0.5, median_fraction=None)
+    rows = vmpi.check_p2p(_pairs_doc(PEAKS4, HOSTS4), link_gbps=None, min_fraction=0.5, median_fraction=None)
     assert {r["status"] for r in rows} == {v.SKIP}
 
 
 def test_pair_matrix_is_symmetric_with_every_measured_pair():
-    m = v.p2p_matrix(v.parse_p2p(_pairs_doc(PEAKS4, HOSTS4)["stdout"]))
+    m = vmpi.p2p_matrix(vmpi.parse_p2p(_pairs_doc(PEAKS4, HOSTS4)["stdout"]))
     assert m["hosts"] == HOSTS4
     for (a, b), g in PEAKS4.items():
         assert m["gbps"][a][b] == m["gbps"][b][a] == g
     assert all(m["gbps"][i][i] is None for i in range(4))
-    md = v.render_p2p_matrix(m)
+    md = vrender.render_p2p_matrix(m)
     assert md.splitlines()[0] == "| GB/s | n1 | n2 | n3 | n4 |"
     assert md.splitlines()[3] == "| **n2** | 1.10 | - | 1.11 | 0.50 |"
-    text = v.render_p2p_text(m).splitlines()
+    text = vrender.render_p2p_text(m).splitlines()
     assert len(text) == 5 and text[2].split() == ["n2", "1.10", "-", "1.11", "0.50"]
 
 
@@ -484,5 +487,5 @@ def test_evaluate_judges_pairs_against_the_median_by_default_argument():
     res = v.evaluate(nodes, hostfile, ranks, _pairs_doc(PEAKS4, HOSTS4), 1, 0.5, False, "n1")
     assert "p2p bandwidth [n2 <-> n4]: " in " ".join(res["failures"])
     assert res["p2p_matrix"]["gbps"][1][3] == 0.5
-    md = v.render_markdown(res, image="p2p-matrix.png")
+    md = vrender.render_markdown(res, image="p2p-matrix.png")
     assert "| **n4** | 1.08 | 0.50 | 1.09 | - |" in md and "![pair bandwidth](p2p-matrix.png)" in md

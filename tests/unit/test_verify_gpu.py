@@ -1,4 +1,5 @@
-"""verify's GPU checks (module_utils/mnc_verify.py check_gpu over module_utils/mnc_gpu_probe.py).
+"""verify's GPU checks (module_utils/mnc_verify.py check_gpu, over mnc_verify_gpu.py and
+mnc_verify_gpu_cluster.py, of module_utils/mnc_gpu_probe.py's output).
 
 No GPU here: the probe runs for real on this machine's Python (no CuPy), which
 is exactly a GPU-mode node whose CUDA is not usable, and under a real
@@ -21,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 import mnc_gpu_probe
 import mnc_verify as v
+import mnc_verify_gpu as vgpu
+import mnc_verify_render as vrender
 
 PROBE = ROOT / "module_utils" / "mnc_gpu_probe.py"
 needs_mpiexec = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec on this host")
@@ -84,14 +87,14 @@ def test_a_gpu_mode_row_fails_when_cuda_is_not_usable_with_the_real_probe():
 def test_openmpi_without_cuda_at_run_time_fails_on_a_gpu_node_even_when_not_required():
     built = {"version": "5.0.7", "prefix": "/opt/ompi", "built_with": True, "runtime": False}
     node = {"name": "g1", "use_gpu": True, "openmpi": built}
-    [row] = v.check_cuda([node], require=False)
+    [row] = vgpu.check_cuda([node], require=False)
     assert row["status"] == v.FAIL and "libcuda.so.1" in row["detail"]
 
 
 def test_fewer_gpus_visible_than_the_node_has_fails():
     doc = json.loads(json.dumps(GOOD_NODE_DOC))
     doc["cuda"].update(count=1, devices=[H200])
-    rows = by_check(v.check_gpu_node(gpu_node(doc=doc, count=2)))
+    rows = by_check(vgpu.check_gpu_node(gpu_node(doc=doc, count=2)))
     assert rows[("gpu cuda", "g1")]["status"] == v.FAIL
     assert "the node has 2" in rows[("gpu cuda", "g1")]["detail"]
     assert "CUDA_VISIBLE_DEVICES" in rows[("gpu cuda", "g1")]["detail"]
@@ -100,13 +103,13 @@ def test_fewer_gpus_visible_than_the_node_has_fails():
 def test_a_kernel_failing_on_one_gpu_fails():
     doc = json.loads(json.dumps(GOOD_NODE_DOC))
     doc["cuda"]["devices"][1] = dict(H200, kernel=False, error="CUDARuntimeError: cudaErrorECCUncorrectable")
-    rows = by_check(v.check_gpu_node(gpu_node(doc=doc)))
+    rows = by_check(vgpu.check_gpu_node(gpu_node(doc=doc)))
     assert rows[("gpu cuda", "g1")]["status"] == v.FAIL
     assert "GPU 1 (CUDARuntimeError: cudaErrorECCUncorrectable)" in rows[("gpu cuda", "g1")]["detail"]
 
 
 def test_a_good_gpu_node_passes_its_rows():
-    rows = v.check_gpu_node(gpu_node())
+    rows = vgpu.check_gpu_node(gpu_node())
     assert [(r["check"], r["status"]) for r in rows] == [
         ("gpu cuda", v.PASS), ("gpu cudnn", v.PASS), ("gpu nccl", v.PASS)]  # fmt: skip
     assert "2 GPU(s) visible to CUDA" in rows[0]["detail"] and "driver CUDA 12.8" in rows[0]["detail"]
@@ -132,17 +135,17 @@ def test_a_good_gpu_node_passes_its_rows():
 )  # fmt: skip
 def test_each_gpu_node_failure_says_what_to_do(change, check, words):
     doc = dict(json.loads(json.dumps(GOOD_NODE_DOC)), **change)
-    row = by_check(v.check_gpu_node(gpu_node(doc=doc)))[(check, "g1")]
+    row = by_check(vgpu.check_gpu_node(gpu_node(doc=doc)))[(check, "g1")]
     assert row["status"] == v.FAIL, row
     for w in words:
         assert w in row["detail"], (w, row["detail"])
 
 
 def test_a_probe_that_did_not_run_or_died_fails():
-    [row] = v.check_gpu_node(dict(gpu_node(), gpu_probe={"skipped_reason": "no python for mpiuser"}))
+    [row] = vgpu.check_gpu_node(dict(gpu_node(), gpu_probe={"skipped_reason": "no python for mpiuser"}))
     assert row["status"] == v.FAIL and "no python for mpiuser" in row["detail"]
     died = {"rc": 139, "stdout": "", "stderr": "Segmentation fault"}
-    [row] = v.check_gpu_node(dict(gpu_node(), gpu_probe=died))
+    [row] = vgpu.check_gpu_node(dict(gpu_node(), gpu_probe=died))
     assert row["status"] == v.FAIL and "exited 139" in row["detail"] and "Segmentation fault" in row["detail"]
 
 
@@ -155,7 +158,7 @@ def test_cpu_nodes_skip_the_gpu_checks_with_the_reason_in_the_table():
     assert [(r["check"], r["subject"], r["status"]) for r in rows] == [
         ("gpu", "n1", v.SKIP), ("gpu", "n2", v.SKIP), ("gpu across nodes", "cluster", v.SKIP)]  # fmt: skip
     assert "CPU mode (mnc_use_gpu false)" in rows[0]["detail"]
-    table = v.render_table(rows)
+    table = vrender.render_table(rows)
     assert "CPU mode (mnc_use_gpu false)" in table and "no node in GPU mode" in table
 
 
@@ -268,9 +271,9 @@ def test_on_infiniband_nccl_must_use_its_ib_transport(log, peermem, status, word
 
 
 def test_nccl_transport_reads_nccls_lines():
-    assert v.nccl_transport(NCCL_IB_LOG) == {"network": "IB", "gdrdma": True}
-    assert v.nccl_transport(NCCL_SOCKET_LOG) == {"network": "Socket", "gdrdma": False}
-    assert v.nccl_transport([]) == {"network": None, "gdrdma": False}
+    assert vgpu.nccl_transport(NCCL_IB_LOG) == {"network": "IB", "gdrdma": True}
+    assert vgpu.nccl_transport(NCCL_SOCKET_LOG) == {"network": "Socket", "gdrdma": False}
+    assert vgpu.nccl_transport([]) == {"network": None, "gdrdma": False}
 
 
 def test_the_probe_reads_infiniband_ports_and_peermem_from_sys(tmp_path):
@@ -301,7 +304,7 @@ def _mpiexec(*args):
 @pytest.mark.mpi
 @needs_mpiexec
 def test_real_ring_send_of_host_buffers_arrives_and_device_buffers_fail_without_cupy():
-    host = v.parse_probe(_mpiexec("send", "cpu")["stdout"])
+    host = vgpu.parse_probe(_mpiexec("send", "cpu")["stdout"])
     assert host["size"] == 2 and all(r["ok"] for r in host["ranks"]), host
     assert [r["from"] for r in host["ranks"]] == [1, 0]
     run = _mpiexec("send", "gpu")
@@ -333,7 +336,7 @@ SANDBOX_SERVICES = {
 
 
 def services_row(services) -> dict:
-    (r,) = v.check_services([{"name": "n1", "services": services}])
+    (r,) = vgpu.check_services([{"name": "n1", "services": services}])
     return r
 
 
