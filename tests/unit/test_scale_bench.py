@@ -1,11 +1,11 @@
 """scripts/scale_bench.py on real runs, and scripts/scale-bench.sh's refusals.
 
 The fixtures are three runs of scripts/scale-bench.sh at N = 1 (2 CPUs per
-node, 2026-12-01), written by the ansible.posix.jsonl callback and cut with
-`scale_bench.py trim` (each result reduced to the keys the summary reads):
-the network stage cold, the verify stage cold and the no-op site.yml. Their
-recaps say how many tasks ran (ok) and changed on the node, so the counts
-here are checked against Ansible's own.
+node, 2026-12-05), ansible-runner's events cut with `scale_bench.py trim`
+(each event reduced to the keys the summary reads): the network stage cold,
+the verify stage cold and the no-op site.yml. Their recaps say how many
+tasks ran (ok) and changed on the node, so the counts here are checked
+against Ansible's own.
 """
 
 from __future__ import annotations
@@ -34,28 +34,38 @@ def _module():
 sb = _module()
 
 
+def fixture(run: str) -> Path:
+    return FIXTURES / f"scale-bench-n1-{run}.events.jsonl.gz"
+
+
 def lines(run: str) -> list[str]:
-    with gzip.open(FIXTURES / f"scale-bench-n1-{run}.jsonl.gz", "rt") as f:
+    with gzip.open(fixture(run), "rt") as f:
         return f.read().splitlines()
 
 
+def events(run: str) -> list[dict]:
+    return sb.read_events(fixture(run))
+
+
 def summary(run: str) -> dict:
-    return sb.summarize(sb.parse_log(lines(run)))
+    return sb.summarize(sb.parse_log(events(run)))
 
 
 def recap(run: str) -> dict:
-    return next(json.loads(x) for x in lines(run) if '"v2_playbook_on_stats"' in x)["stats"]
+    """The recap as ansible-runner's stats event has it: {"ok": {host: n}, "failures": ...}."""
+    return next(e for e in events(run) if e["event"] == "playbook_on_stats")["event_data"]
 
 
 @pytest.mark.parametrize(
     ("run", "tasks", "items", "changed"),
-    [("network-cold", 67, 75, 15), ("verify-cold", 26, 37, 2), ("noop", 428, 467, 0)],
+    [("network-cold", 85, 96, 21), ("verify-cold", 20, 34, 2), ("noop", 368, 398, 0)],
 )
 def test_tasks_per_node_agree_with_the_recap(run, tasks, items, changed):
     s = summary(run)
     # Only the node: the controller's plays (localhost) are not per-node work.
     assert s["tasks_per_node"] == {NODE: tasks}
-    assert recap(run)[NODE]["ok"] + recap(run)[NODE]["failures"] == tasks
+    assert recap(run)["ok"][NODE] + recap(run)["failures"].get(NODE, 0) == tasks
+    assert recap(run)["changed"].get(NODE, 0) == changed
     # A loop counts its items that ran (ssh_mesh's per-peer loops show here).
     assert s["items_per_node"] == {NODE: items}
     assert s["changed"][NODE] == changed == len([t for t in s["changed_tasks"] if t.startswith(NODE)])
@@ -65,34 +75,48 @@ def test_tasks_per_node_agree_with_the_recap(run, tasks, items, changed):
 def test_the_five_slowest_tasks_of_the_noop_run():
     slowest = summary("noop")["slowest"]
     assert slowest == [
-        {"name": "chainer : Run the ChainerMN smoke test on 2 ranks (naive)", "seconds": 4.15},
-        {"name": "user_env : Write the modulefiles", "seconds": 2.75},
-        {"name": "chainer : Install the helper scripts", "seconds": 2.63},
-        {"name": "common : Install the base packages and build toolchain", "seconds": 2.61},
-        {"name": "nvidia_repo : Look for wheels already unpacked", "seconds": 2.6},
+        {"name": "chainer : Run the ChainerMN smoke test on 2 ranks (naive)", "seconds": 0.8},
+        {"name": "Gathering Facts", "seconds": 0.74},
+        {"name": "chainer : Read the installed versions as the MPI user", "seconds": 0.71},
+        {"name": "verify : Read the Python, Chainer and MPI versions", "seconds": 0.69},
+        {"name": "slurm : Enable and start munge", "seconds": 0.64},
     ]
 
 
 def test_the_slowest_tasks_of_the_network_stage_and_what_it_changed():
     s = summary("network-cold")
     assert [t["name"] for t in s["slowest"]][:2] == [
+        "shared_fs : Install the NFS server",
         "bonding : Install ifupdown and the bonding helpers",
-        "Gathering Facts",
     ]
-    assert s["slowest"][0]["seconds"] == 4.7
+    assert s["slowest"][0]["seconds"] == 3.67
     assert f"{NODE}: ssh_mesh : Create the MPI user's key pair" in s["changed_tasks"]
 
 
-def test_trim_changes_nothing_the_summary_reads():
+def test_trim_changes_nothing_the_summary_reads(tmp_path):
     for run in ("network-cold", "verify-cold", "noop"):
-        trimmed = list(sb.trim(lines(run)))
-        assert sb.summarize(sb.parse_log(trimmed)) == summary(run)
+        trimmed = tmp_path / f"{run}.jsonl"
+        trimmed.write_text("\n".join(sb.trim(events(run))) + "\n")
+        assert sb.summarize(sb.parse_log(sb.read_events(trimmed))) == summary(run)
 
 
-def test_an_interrupted_log_still_parses_and_is_not_a_noop():
+def test_an_artifacts_directory_reads_as_its_events(tmp_path):
+    """What ansible-runner leaves (artifacts/<ident>/job_events/<counter>-<uuid>.json, and a
+    -partial.json it did not finish) reads as the same events, in counter order."""
+    job_events = tmp_path / "artifacts" / "some-ident" / "job_events"
+    job_events.mkdir(parents=True)
+    for e in reversed(events("verify-cold")):
+        (job_events / f"{e['counter']}-x.json").write_text(json.dumps(e))
+    (job_events / "x-partial.json").write_text("{")
+    assert sb.summarize(sb.parse_log(sb.read_events(tmp_path))) == summary("verify-cold")
+
+
+def test_an_interrupted_run_still_parses_and_is_not_a_noop(tmp_path):
     cut = "\n".join(lines("noop"))[: 100_000]  # ends mid-line, no recap
-    s = sb.summarize(sb.parse_log([*cut.splitlines(), "PLAY RECAP (not json)"]))
-    assert not s["complete"] and s["tasks_per_node"][NODE] < 428
+    log = tmp_path / "cut.jsonl"
+    log.write_text(cut + "\nPLAY RECAP (not json)\n")
+    s = sb.summarize(sb.parse_log(sb.read_events(log)))
+    assert not s["complete"] and s["tasks_per_node"][NODE] < 368
 
 
 def records(walls: dict[int, float], run: str = "noop") -> list[dict]:
@@ -125,8 +149,8 @@ def test_the_report_writes_the_table_and_the_picture(tmp_path):
         ["| 3", "site.yml no-op (2nd run)", "50.0", "1.00x"],
         ["| 16", "site.yml no-op (2nd run)", "70.0", "1.40x"],
     ]
-    assert rows[1].split(" | ")[4:6] == ["428", "467"]
-    assert "chainer : Run the ChainerMN smoke test on 2 ranks (naive) (4.2)" in rows[1]
+    assert rows[1].split(" | ")[4:6] == ["368", "398"]
+    assert "chainer : Run the ChainerMN smoke test on 2 ranks (naive) (0.8)" in rows[1]
     assert (tmp_path / "out" / "scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -141,7 +165,7 @@ def test_record_fails_a_noop_run_that_changed_something(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{NODE}: verify : Copy the checks' programs" in err
     recorded = sb.read_records(results)
-    assert [r["tasks_per_node"] for r in recorded] == [{NODE: 428}, {NODE: 26}]
+    assert [r["tasks_per_node"] for r in recorded] == [{NODE: 368}, {NODE: 20}]
     assert recorded[0]["wall_s"] == 12.5
 
 
@@ -166,7 +190,7 @@ def test_the_script_refuses_bad_input_before_creating_anything(tmp_path, args):
 def test_profile_accounts_for_the_whole_run_by_role_and_play():
     """`scale_bench.py profile`: every task slot is counted once, so each grouping sums to the
     run's span, and the slowest slot of the no-op run is named with its role."""
-    parsed = sb.parse_log(lines("noop"))
+    parsed = sb.parse_log(events("noop"))
     tasks = sorted(parsed["tasks"], key=lambda t: t["start"])
     span = max(t["end"] for t in tasks) - tasks[0]["start"]
     text = sb.profile(parsed, top=100)
