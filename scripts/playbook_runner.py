@@ -256,7 +256,7 @@ def run_module(
 
 
 def summary(run: Run, slowest: int = 10) -> str:
-    """The slowest tasks (summed over hosts, with the slowest host) and every failure by node."""
+    """The slowest tasks (the slowest host's time, which host, on how many) and every failure by node."""
     by_task: dict[str, list[tuple[float, str]]] = {}
     for task, host, seconds in run.task_times():
         by_task.setdefault(task, []).append((seconds, host))
@@ -265,10 +265,12 @@ def summary(run: Run, slowest: int = 10) -> str:
         f"{run.status}: rc {run.rc} in {run.elapsed:.1f} s, {len(by_task)} tasks, {run.changed()} changed"
     ]
     if top:
-        lines.append("slowest tasks (the slowest node's time, then how many nodes ran it):")
+        lines.append("slowest tasks (the slowest host's time; where; on how many hosts it ran):")
         for task, times in top:
             seconds, host = max(times)
-            lines.append(f"  {seconds:8.1f} s  {task}  ({host}; {len(times)} node(s))")
+            ran_on = len({h for _, h in times})
+            hosts = f"{ran_on} hosts" if ran_on > 1 else "1 host"
+            lines.append(f"  {seconds:8.1f} s  {task}  ({host}; {hosts})")
     for host, task, msg in run.failures():
         lines.append(
             f"FAILED {host}: {task}: {msg.strip().splitlines()[0] if msg.strip() else '(no message)'}"
