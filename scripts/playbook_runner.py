@@ -291,7 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     a = parser.parse_args(argv)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     artifacts = Path(a.artifacts or ROOT / "reports" / "runs" / f"{stamp}-{Path(a.playbook).stem}")
-    run = run_playbook(a.playbook, *a.args, artifacts=artifacts, quiet=a.quiet, handle_signals=True)
+    # Ansible runs on ansible-runner's terminal, so it would colour its output even where ours
+    # goes to a file or a pipe: colour only what a person reads on a terminal.
+    env = {} if sys.stdout.isatty() else {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    run = run_playbook(a.playbook, *a.args, artifacts=artifacts, quiet=a.quiet, handle_signals=True, env=env)
     print("\n" + summary(run), flush=True)
     return run.rc
 
