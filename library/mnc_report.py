@@ -71,6 +71,20 @@ options:
         and keeps it as C(partial) in C(report.json). C(playbooks/benchmark.yml) writes such a report
         to C(<timestamp>-partial) and leaves C(latest) alone.
     type: dict
+  verify_json:
+    description:
+      - The verify.json whose nccl-tests results (C(all_reduce_perf) on each GPU node and across the
+        nodes) go beside the in-training busbw, usually C(<verify_report_root>/verify-latest/verify.json).
+        Per run the busbw at the size nearest the gradient's L bytes and the peak; C(report.json)
+        keeps them as C(nccl_tests) with the file's path and time. Unset, missing, of other nodes
+        than O(cluster_nodes), without a result, or on a CPU cluster, the report says why in one line.
+    type: path
+  cluster_nodes:
+    description:
+      - The cluster's nodes (inventory names, C(mnc_nodes)); a verify.json that checked other nodes is
+        not used.
+    type: list
+    elements: str
   cluster_state:
     description:
       - Fingerprint of what was measured (nodes' stack records, hostfile, benchmark program and
@@ -120,6 +134,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.mnc_bench import PHASES
 from ansible.module_utils.mnc_bench_markdown import render_markdown
+from ansible.module_utils.mnc_bench_nccl import apply as apply_nccl_tests
+from ansible.module_utils.mnc_bench_nccl import load_verify_json, yardstick
 from ansible.module_utils.mnc_bench_report import build_report
 from ansible.module_utils.mnc_bench_trace import chrome_trace
 from ansible.module_utils.mnc_files import point_link, write_atomic
@@ -295,6 +311,16 @@ def _plot_bandwidth(plt, report, path):
 
 
 
+def _nccl_tests(report, path, nodes):
+    """nccl-tests' figures at L from the verify.json at ``path`` (report.json's ``nccl_tests``)."""
+    device = str((report.get("environment") or {}).get("device") or "cpu")
+    gpu = device.startswith("cuda")
+    nbytes = (report.get("gradient") or {}).get("bytes") or next(
+        (r["allreduce_bytes"] for r in report["runs"] if r.get("allreduce_bytes")), None)
+    verify, real, stamp, error = load_verify_json(path) if gpu else (None, path, None, None)
+    return yardstick(verify, real, stamp, nbytes, gpu, nodes=nodes, error=error)
+
+
 def _partial(given):
     """The partial sweep's record with its counts as numbers (a template may hand them as strings)."""
     def count(value):
@@ -323,6 +349,8 @@ def main():
             baseline=dict(type="path"),
             baseline_tolerance=dict(type="float", default=10.0),
             baseline_p2p_tolerance=dict(type="float", default=20.0),
+            verify_json=dict(type="path"),
+            cluster_nodes=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
@@ -338,6 +366,9 @@ def main():
         if p["link_gbps"]:
             meta["link_gbps"] = p["link_gbps"]
         report = build_report(p["documents"], meta)
+        report["nccl_tests"] = _nccl_tests(report, p["verify_json"], p["cluster_nodes"])
+        for sub in (report, *(report.get("frameworks") or {}).values()):
+            apply_nccl_tests(sub, report["nccl_tests"])
         report["verdict"] = assess(report, p["link_gbps"])
         for sub in (report.get("frameworks") or {}).values():
             sub["verdict"] = assess(sub, p["link_gbps"])

@@ -9,8 +9,10 @@ no Ansible, no I/O.
 from __future__ import annotations
 
 try:  # as a module_utils of an Ansible module
+    from ansible.module_utils.mnc_bench_nccl import run_label, summary_line
     from ansible.module_utils.mnc_frameworks import FRAMEWORK_NAMES
 except ImportError:  # imported directly (unit tests)
+    from mnc_bench_nccl import run_label, summary_line
     from mnc_frameworks import FRAMEWORK_NAMES
 
 
@@ -41,6 +43,9 @@ def _verdict_lines(report):
         return []
     lines = ["## Verdict", ""]
     lines += [f"* {h}" for h in verdict.get("headline") or []]
+    missing = (report.get("nccl_tests") or {}).get("missing")
+    if missing:
+        lines.append(f"* {missing}" + ("" if missing.endswith(".") else "."))
     comparison = report.get("comparison")
     if comparison:
         lines.append(f"* {comparison['summary']}")
@@ -76,6 +81,22 @@ def _frameworks_lines(report):
             lines += [f"* {h}" for h in verdict["headline"]]
             lines.append("")
     return lines
+
+
+def _nccl_tests_cell(run):
+    """nccl-tests' busbw at the size nearest L for the table, with the size and the run."""
+    if run.get("nccl_tests_busbw") is None:
+        return "n/a"
+    return "{:.3f} ({} B, {})".format(run["nccl_tests_busbw"], run["nccl_tests_bytes"],
+                                      run_label(run["nccl_tests_run"]))
+
+
+def _nccl_tests_lines(report):
+    """Under the bandwidth table: nccl-tests' figures and where they came from, or why there are none."""
+    line = summary_line(report.get("nccl_tests"))
+    if not line:
+        return []
+    return [line if line.endswith(".") else line + ".", ""]
 
 
 def _comparison_lines(report):

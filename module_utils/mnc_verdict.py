@@ -25,8 +25,10 @@ from __future__ import annotations
 import math
 
 try:  # as a module_utils of an Ansible module
+    from ansible.module_utils.mnc_bench_nccl import sentence as nccl_tests_sentence
     from ansible.module_utils.mnc_overlap import overlap_accounting, overlap_sentence
 except ImportError:  # imported directly (unit tests)
+    from mnc_bench_nccl import sentence as nccl_tests_sentence
     from mnc_overlap import overlap_accounting, overlap_sentence
 
 MODEL = (
@@ -206,8 +208,9 @@ def signatures(doc, step, base_doc=None):
     return found
 
 
-def run_verdict(doc, base_doc, link_gbps=None):
-    """Numbers and sentences for one run (one p) of a sweep."""
+def run_verdict(doc, base_doc, link_gbps=None, run=None):
+    """Numbers and sentences for one run (one p) of a sweep; ``run``: the report's row for it, which
+    carries nccl-tests' busbw at L where verify measured it (``mnc_bench_nccl.apply``)."""
     p = doc["config"]["processes"]
     nodes = doc.get("environment", {}).get("nodes") or 1
     ar = doc["allreduce"]
@@ -232,6 +235,10 @@ def run_verdict(doc, base_doc, link_gbps=None):
         "model": step_model(doc),
         "signatures": signatures(doc, step, base_doc),
         "overlap": overlap_accounting(doc),
+        "nccl_tests_busbw_GBps": (run or {}).get("nccl_tests_busbw"),
+        "nccl_tests_bytes": (run or {}).get("nccl_tests_bytes"),
+        "nccl_tests_run": (run or {}).get("nccl_tests_run"),
+        "percent_of_nccl_tests": (run or {}).get("busbw_percent_of_nccl_tests"),
     }
     # Where the time beyond the ideal step went: the baseline's step under weak scaling (same
     # work per rank), its share of it under strong scaling (the global batch split p ways).
@@ -260,6 +267,9 @@ def run_verdict(doc, base_doc, link_gbps=None):
     out["where_lost"] = parts
     out["dominant"] = max(parts, key=parts.get) if parts and p > 1 else None
     said = _sentences(out, doc, link_gbps)
+    yardstick = nccl_tests_sentence(run or {}, (doc.get("config") or {}).get("framework"))
+    if yardstick:
+        said.insert(1, (True, yardstick))
     out["sentences"] = [text for _, text in said]
     out["headline"] = " ".join(text for top, text in said if top)
     return out
@@ -390,7 +400,8 @@ def predict_at_double(docs):
 def assess(report, link_gbps=None):
     """The ``verdict`` of a report: per run numbers and sentences, the prediction, a headline."""
     docs = sorted(report["documents"], key=lambda d: d["config"]["processes"])
-    runs = [run_verdict(d, docs[0], link_gbps) for d in docs]
+    rows = {r["processes"]: r for r in report.get("runs") or []}
+    runs = [run_verdict(d, docs[0], link_gbps, rows.get(d["config"]["processes"])) for d in docs]
     pred = predict_at_double(docs)
     headline = []
     for v in runs:

@@ -215,6 +215,10 @@ def test_benchmark_playbook_on_a_one_node_cluster(tmp_path):
     assert report["meta"]["launcher"] == "localhost"
     assert report["verdict"]["headline"] and "p = 2" in report["verdict"]["headline"][0]
     assert "p=2: " in proc.stdout and "allreduce is" in proc.stdout  # the summary says the verdict
+    # nccl-tests beside the in-training busbw (benchmark_verify_json): a CPU cluster says why there is none
+    assert report["nccl_tests"]["missing"] == "nccl-tests: not run on this cluster (no GPU)"
+    assert report["nccl_tests"]["source"]["path"] == f"{tmp_path}/reports/verify-latest/verify.json"
+    assert "* nccl-tests: not run on this cluster (no GPU)." in (latest / "report.md").read_text()
     for png in ("throughput.png", "phases.png", "bandwidth.png"):
         png_size(latest / png)
     first = os.readlink(latest)
