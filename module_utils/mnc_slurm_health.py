@@ -11,6 +11,11 @@ Xid since the last pass) and then, by :func:`decide`:
 * every check passed: the node is resumed only if its reason starts with ``mncluster:`` (a
   drain of ours); a node an administrator drained stays drained.
 
+The DCGM prolog (``mncluster-dcgm-prolog``, slurm.conf's ``Prolog`` with ``slurm_dcgm_prolog``)
+drains by :func:`decide_dcgm` with ``mncluster dcgm: <the failing DCGM test>``: a prefix the health
+check's :func:`ours` does not take for its own, so a pass of the health check (which runs no DCGM
+diagnostic) never resumes a node DCGM failed; an administrator resumes it.
+
 Pure Python, no Ansible imports (tests/unit/test_slurm_health.py).
 """
 
@@ -19,6 +24,8 @@ from __future__ import annotations
 import re
 
 PREFIX = "mncluster:"
+# The DCGM prolog's drains: not PREFIX, so that the health check keeps them (see ours()).
+DCGM_PREFIX = "mncluster dcgm:"
 # slurmctld keeps a reason of at most this many characters readable in sinfo -R.
 REASON_WIDTH = 200
 
@@ -44,20 +51,22 @@ def parse_node(text: str) -> dict:
     }
 
 
-def reason_text(failures: list[str]) -> str:
-    """``mncluster: <first failure>[; <more>]``, clipped to what sinfo -R shows."""
-    text = f"{PREFIX} " + "; ".join(failures)
+def reason_text(failures: list[str], prefix: str = PREFIX) -> str:
+    """``mncluster: <first failure>[; <more>]`` (or another prefix), clipped to what sinfo -R shows."""
+    text = f"{prefix} " + "; ".join(failures)
     text = " ".join(text.replace('"', "'").split())
     return text if len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 3] + "..."
 
 
 def ours(reason: str | None) -> bool:
+    """A drain of the health check's, which its pass may resume. Not the DCGM prolog's
+    (``mncluster dcgm:``): a pass of the health check says nothing of what DCGM found."""
     return bool(reason) and reason.startswith(PREFIX)
 
 
 def decide(node: dict, failures: list[str]) -> tuple[str, str]:
     """(action, why): ``drain`` (why: the reason to set), ``resume``, or ``keep`` (why: what stays)."""
-    drained = bool({"DRAIN", "DRAINED", "DRAINING"} & node["flags"])
+    drained = _drained(node)
     if failures:
         reason = reason_text(failures)
         if drained and not ours(node["reason"]):
@@ -70,6 +79,22 @@ def decide(node: dict, failures: list[str]) -> tuple[str, str]:
     if drained:
         return "keep", f"drained by someone else ({node['reason'] or 'no reason'}): left as it is"
     return "keep", "every check passes"
+
+
+def _drained(node: dict) -> bool:
+    return bool({"DRAIN", "DRAINED", "DRAINING"} & node["flags"])
+
+
+def decide_dcgm(node: dict, failures: list[str]) -> tuple[str, str]:
+    """The DCGM prolog found ``failures`` (not empty): (``drain``, the reason
+    ``mncluster dcgm: ...``) or (``keep``, why). An administrator's drain keeps its reason; a drain
+    of the health check's is replaced, so that its next pass cannot resume the node."""
+    reason = reason_text(failures, DCGM_PREFIX)
+    if _drained(node) and node["reason"] == reason:
+        return "keep", "already drained for this"
+    if _drained(node) and not (ours(node["reason"]) or (node["reason"] or "").startswith(DCGM_PREFIX)):
+        return "keep", f"drained by someone else ({node['reason'] or 'no reason'}): left as it is"
+    return "drain", reason
 
 
 def shared_dir_failures(dirs: list[str], mounted: dict, exported: set) -> list[str]:
