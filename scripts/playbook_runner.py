@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import ansible_runner
+from ansible_runner.exceptions import AnsibleRunnerException
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook and ansible beside this Python (the venv)
@@ -172,7 +173,7 @@ def _finish(runner, t0: float, keep: Path | None, timeout: int | None) -> Run:
     try:
         with runner.stdout as f:
             stdout = f.read().replace("\r\n", "\n")
-    except Exception:  # no stdout file: the command never started
+    except (AnsibleRunnerException, OSError):  # no stdout file: the command never started
         stdout = ""
     run = Run(
         rc=int(runner.rc if runner.rc is not None else 1),
@@ -202,7 +203,8 @@ def run_playbook(
     through ansible-runner. ``env``: variables over this process's environment. ``timeout``:
     seconds before the run is stopped (TimeoutError). ``artifacts``: where the run's artifacts
     stay (a temporary directory removed afterwards when None). ``quiet``: False shows Ansible's
-    output as it runs. ``handle_signals``: let ansible-runner take SIGINT and SIGTERM for
+    output as it runs. ``event_handler``: called with each event as it comes (it must return
+    True for the event to be kept). ``handle_signals``: let ansible-runner take SIGINT and SIGTERM for
     this process (they then cancel the run; it never gives them back), as a command does; a
     library caller keeps its own."""
     sources = (
