@@ -119,6 +119,13 @@ class Run:
         keys = ("ok", "changed", "dark", "failures", "skipped", "rescued", "ignored")
         return {names.get(k, k): int((stats.get(k) or {}).get(host, 0)) for k in keys}
 
+    def recap(self) -> dict[str, dict[str, int]]:
+        """Every host's recap line: {host: host_stats(host)}."""
+        stats = self.stats()
+        keys = ("ok", "changed", "dark", "failures", "skipped")
+        hosts = {h for key in keys for h in (stats.get(key) or {})}
+        return {h: self.host_stats(h) for h in sorted(hosts)}
+
     def changed(self) -> int:
         """How many task results changed something, over all hosts (the recap's changed)."""
         return sum((self.stats().get("changed") or {}).values())

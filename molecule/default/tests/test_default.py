@@ -63,10 +63,10 @@ def test_an_mpi_user_that_clashes_is_refused_before_any_change(host, extra, mess
     accounts = host.check_output("getent passwd; getent group")
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     proc, _ = run_playbook(Path(__file__).parents[1] / "converge.yml", "-e", json.dumps(extra),
-                           inventory=inventory, json_output=True)  # fmt: skip
-    out = proc.stdout + proc.stderr
+                           inventory=inventory)  # fmt: skip
+    out = proc.stdout
     assert proc.returncode != 0 and message in out, out[-3000:]
-    assert all(s["changed"] == 0 for s in json.loads(proc.stdout)["stats"].values())
+    assert all(s["changed"] == 0 for s in proc.recap().values())
     assert host.check_output("getent passwd; getent group") == accounts
 
 
@@ -83,14 +83,8 @@ def _check_run(host, *extra):
     before = host.run(TOUCHED).stdout
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     proc, _ = run_playbook(Path(__file__).parents[1] / "converge.yml", "--check", "--diff", *extra,
-                           inventory=inventory, json_output=True)  # fmt: skip
-    tasks = {}
-    if proc.stdout.startswith("{"):
-        for play in json.loads(proc.stdout)["plays"]:
-            for task in play["tasks"]:
-                name = task["task"]["name"].split(" : ")[-1]  # without the "role : " prefix
-                tasks.setdefault(name, []).extend(task["hosts"].values())
-    return proc, tasks, before, host.run(TOUCHED).stdout
+                           inventory=inventory)  # fmt: skip
+    return proc, _tasks(proc), before, host.run(TOUCHED).stdout
 
 
 def test_a_check_run_on_the_converged_node_reports_no_change(host):
@@ -98,8 +92,8 @@ def test_a_check_run_on_the_converged_node_reports_no_change(host):
     # probes (a skipped GPU count would decide CPU mode on a GPU node and report the recorded
     # mode as a change) and writes nothing.
     proc, tasks, before, after = _check_run(host)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    stats = json.loads(proc.stdout)["stats"]
+    assert proc.returncode == 0, proc.tail(3000)
+    stats = proc.recap()
     assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
     probe = tasks["Count NVIDIA 3D/VGA controllers"]
     assert probe and not any(r.get("skipped") for r in probe), probe
@@ -112,7 +106,7 @@ def test_a_check_run_for_an_mpi_user_not_created_yet_changes_nothing(host):
     # reports the account as a change, and creates nothing.
     proc, tasks, before, after = _check_run(host, "-e", json.dumps({"mnc_mpi_user": "mnccheck",
                                                                    "mnc_mpi_user_uid": 2100}))  # fmt: skip
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == 0, proc.tail(3000)
     assert "check mode: mnccheck does not exist on mnc-default-node yet" in proc.stdout
     assert any(r.get("changed") for r in tasks["Create the MPI user"])
     assert after == before
@@ -130,7 +124,7 @@ def test_a_check_run_of_site_yml_on_a_node_without_the_mpi_user_changes_nothing(
     fresh = "mnc_mpi_user=mnccheck mnc_mpi_user_uid=2100"
     proc, wall = run_playbook(ROOT / "site.yml", "--check", "--diff", "-e", fresh,
                               inventory=[inventory, tmp_path / "nodes.yml"])  # fmt: skip
-    out = proc.stdout + proc.stderr
+    out = proc.stdout
     assert proc.returncode == 0, out[-3000:]
     assert host.run(TOUCHED).stdout == before
     stopped = "check mode: mnc-default-node has no MPI user mnccheck yet"
@@ -142,11 +136,10 @@ def test_a_check_run_of_site_yml_on_a_node_without_the_mpi_user_changes_nothing(
 
 
 def _tasks(proc):
-    """{task name without the role prefix: [result per host]} of a JSON-callback run."""
+    """{task name without the role prefix: [result per host]} of a run, from its events."""
     tasks = {}
-    for play in json.loads(proc.stdout)["plays"]:
-        for task in play["tasks"]:
-            tasks.setdefault(task["task"]["name"].split(" : ")[-1], []).extend(task["hosts"].values())
+    for result in proc.results():
+        tasks.setdefault(result["_task"].split(" : ")[-1], []).append(result)
     return tasks
 
 
@@ -183,12 +176,12 @@ def test_more_slots_than_gpus_is_refused_before_any_change(host):
         before = host.run(TOUCHED).stdout
         inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
         proc, wall = run_playbook(Path(__file__).parents[1] / "converge.yml", "-e", "mnc_slots_per_node=4",
-                                  inventory=inventory, json_output=True)  # fmt: skip
-        out = proc.stdout + proc.stderr
+                                  inventory=inventory)  # fmt: skip
+        out = proc.stdout
         assert proc.returncode != 0, out[-3000:]
         named = "mnc-default-node: mnc_slots_per_node: 4 ranks per node but the node has 2 GPU(s)"
         assert named in out, out[-3000:]
-        assert all(s["changed"] == 0 for s in json.loads(proc.stdout)["stats"].values())
+        assert all(s["changed"] == 0 for s in proc.recap().values())
         assert host.run(TOUCHED).stdout == before
         # The recorded mode is still the CPU mode of the converge: nothing was recorded.
         fact = json.loads(host.file("/etc/ansible/facts.d/mncluster_common.fact").content_string)
@@ -224,15 +217,15 @@ def test_a_failing_nvidia_smi_without_a_driver_change_does_not_reboot(host):
     try:
         for output, rc in ((OFF_THE_BUS, 255), (MISMATCH, 18)):
             _fake_smi(output, rc)
-            proc, _ = run_playbook(playbook, inventory=inventory, json_output=True, timeout=300)
-            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+            proc, _ = run_playbook(playbook, inventory=inventory, timeout=300)
+            assert proc.returncode == 0, proc.tail(3000)
             tasks = _tasks(proc)
             probe = tasks["Ask nvidia-smi whether the installed driver is the loaded one"]
             assert [r.get("rc") for r in probe] == [rc], probe
             reboot = tasks["Reboot into the new driver"]
             assert reboot and all(r.get("skipped") for r in reboot), reboot
             assert all(r.get("skipped") for r in tasks["Report that the node must be rebooted"])
-            assert all(s["changed"] == 0 for s in json.loads(proc.stdout)["stats"].values())
+            assert all(s["changed"] == 0 for s in proc.recap().values())
             assert _pid1_start() == started, "the node was rebooted"
     finally:
         _sh("rm -f /usr/local/bin/nvidia-smi")
@@ -247,8 +240,8 @@ def test_a_driver_change_that_needs_the_new_module_plans_the_reboot(host):
     try:
         playbook = Path(__file__).parents[1] / "driver_reboot_only.yml"
         changed = ["-e", "mnc_test_driver_changed=true"]
-        proc, _ = run_playbook(playbook, "--check", *changed, inventory=inventory, json_output=True)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        proc, _ = run_playbook(playbook, "--check", *changed, inventory=inventory)
+        assert proc.returncode == 0, proc.tail(3000)
         tasks = _tasks(proc)
         reboot = tasks["Reboot into the new driver"]
         assert reboot and all(r.get("changed") and not r.get("skipped") for r in reboot), reboot
@@ -288,7 +281,7 @@ def test_links_planted_in_the_work_directory_are_not_followed_by_root(host, tmp_
                                 "-e", f"benchmark_report_root={reports}", inventory=inventory)  # fmt: skip
         # Root neither re-owned the links' target nor wrote into it.
         after = _sh(VICTIM_STATE)
-        tail = (verify.stdout + verify.stderr)[-2000:]
+        tail = verify.tail(2000)
         assert after == before, f"before:\n{before}\nafter:\n{after}\n{tail}"
         assert before.splitlines()[0].startswith(f"{VICTIM} root:root 750 ")
         for name in PLANTED:  # still the user's links (stat without -L: the link itself)
@@ -324,7 +317,7 @@ def test_a_work_directory_link_outside_the_home_is_refused_and_its_target_unchan
     try:
         work = "mnc_work_dir=/scratch/mpiuser/mncluster"
         proc, _ = run_playbook(ROOT / "playbooks" / "base.yml", "-e", work, inventory=inventory)
-        out = proc.stdout + proc.stderr
+        out = proc.stdout
         assert proc.returncode != 0, out[-3000:]
         assert f"/scratch/mpiuser/mncluster is a link (owned by mpiuser, to {CANARY})" in out, out[-3000:]
         assert _sh(CANARY_STATE) == before
@@ -351,7 +344,7 @@ def test_a_usercustomize_of_the_mpi_user_runs_in_no_module(host, tmp_path):
         assert _sh(f"su -s /bin/sh mpiuser -c 'python3 -c 0'; cat {mark}") == "ran"  # the plant works
         _sh(f"rm -f {mark}")
         proc, _ = run_playbook(ROOT / "playbooks" / "base.yml", inventory=inventory)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        assert proc.returncode == 0, proc.tail(3000)
         assert "Find the nodes whose token is in the MPI user's home" in proc.stdout  # ran as the user
         assert _sh(f"test -e {mark} && echo present || echo absent") == "absent"
     finally:

@@ -10,13 +10,14 @@ import hashlib
 import json
 import os
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-from ansible_env import ANSIBLE_PLAYBOOK, podman_hosts, repo_ansible_env, run_playbook
+from ansible_env import podman_hosts, repo_ansible_env, run_playbook
+
+from scripts.playbook_runner import run_module
 
 # One `podman exec` per check (tests/unit/ansible_env.py).
 testinfra_hosts = podman_hosts("all")
@@ -187,14 +188,14 @@ def test_a_point_release_upgrade_rebuilds_nothing_and_keeps_a_user_virtualenv(ho
     try:
         host.run_expect([0], f"printf '%s\\n' {bumped} > /etc/debian_version")
         # what the roles' facts see (ansible's distribution_version reads that file)
-        setup = [str(ANSIBLE_PLAYBOOK.with_name("ansible")), "all", "-i", str(inventory), "-m", "setup",
-                 "-a", "filter=ansible_distribution_version"]  # fmt: skip
-        seen = subprocess.run(setup, env=repo_ansible_env(json_output=False), capture_output=True, text=True)
-        assert f'"ansible_distribution_version": "{bumped}"' in seen.stdout, seen.stdout + seen.stderr
+        seen = run_module("setup", "filter=ansible_distribution_version", host_pattern="all",
+                          inventory=str(inventory), env=repo_ansible_env())  # fmt: skip
+        versions = [r.get("ansible_facts", {}).get("ansible_distribution_version") for r in seen.results()]
+        assert versions and set(versions) == {bumped}, seen.tail(3000)
         proc, wall = run_playbook(Path(__file__).parents[1] / "converge.yml", inventory=inventory,
-                                  json_output=True, timeout=1200)  # fmt: skip
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-        stats = json.loads(proc.stdout)["stats"]
+                                  timeout=1200)  # fmt: skip
+        assert proc.returncode == 0, proc.tail(4000)
+        stats = proc.recap()
         assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
         assert _markers(host) == markers
         assert host.file(f"{env}/mine").exists and host.file(f"{env}/bin/python").exists
@@ -213,9 +214,9 @@ def test_a_check_run_on_the_converged_node_reports_no_change(host):
     markers = _markers(host)
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     proc, wall = run_playbook(Path(__file__).parents[1] / "converge.yml", "--check", "--diff",
-                              inventory=inventory, json_output=True, timeout=1200)  # fmt: skip
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    stats = json.loads(proc.stdout)["stats"]
+                              inventory=inventory, timeout=1200)  # fmt: skip
+    assert proc.returncode == 0, proc.tail(4000)
+    stats = proc.recap()
     assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
     assert "check mode: openmpi's own checks" in proc.stdout
     assert _markers(host) == markers

@@ -29,11 +29,11 @@ SLOTS = {"mnc-wiring-1": 2, "mnc-wiring-2": 3, "mnc-wiring-3": 2}
 USER = "mpiuser"
 
 
-def playbook(path, *extra, timeout=600, json_out=False, inventory=None):
+def playbook(path, *extra, timeout=600, inventory=None):
     """Run a real playbook against this scenario's containers (``inventory``: the
-    sources to use instead of the scenario's, in order); the process and its wall time."""
+    sources to use instead of the scenario's, in order); the run and its wall time."""
     sources = inventory or [Path(INVENTORY_FILE).parent]
-    return run_playbook(path, *extra, inventory=sources, timeout=timeout, json_output=json_out)
+    return run_playbook(path, *extra, inventory=sources, timeout=timeout)
 
 
 # --- ssh_mesh -----------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_a_reinstalled_nodes_old_mesh_key_is_taken_out(host):
                    text=True, check=True, timeout=60)  # fmt: skip
     try:
         proc, _ = playbook(SCENARIO / "ssh_mesh_only.yml")
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        assert proc.returncode == 0, proc.tail(5000)
         after = _sh(node, f"cat {keys}")
         assert old not in after and f"{own} me@laptop" in after, after
         mesh = [line for line in after.splitlines() if line.endswith("(mncluster)")]
@@ -269,7 +269,7 @@ def test_bad_inventory_fails_and_changes_nothing(host, node, extra, message):
     r = _renderer(host)
     before = host.file(STAGED[r]).sha256sum
     proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", node, "-e", json.dumps(extra))
-    out = proc.stdout + proc.stderr
+    out = proc.stdout
     assert proc.returncode != 0, out
     assert "failed to validate" in out and message in out, out
     assert host.file(STAGED[r]).sha256sum == before
@@ -284,7 +284,7 @@ def test_shell_characters_in_an_interface_name_are_refused_before_rendering(host
     before = host.file(STAGED[r]).sha256sum
     extra = {"bonding_name": "bond0;touch /tmp/mnc-pwned"}
     proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", "mnc-wiring-1", "-e", json.dumps(extra))
-    out = proc.stdout + proc.stderr
+    out = proc.stdout
     assert proc.returncode != 0, out
     assert "interface names may only hold letters, digits" in out and "bond0;touch /tmp/mnc-pwned" in out, out
     assert host.file(STAGED[r]).sha256sum == before
@@ -302,12 +302,12 @@ def test_a_nic_the_node_does_not_have_is_refused_before_anything(host):
     r = _renderer(host)
     before = host.file(STAGED[r]).sha256sum
     extra = {"bonding_enabled": True, "bonding_interfaces": ["eth0", "eth7"]}
-    proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", node, "-e", json.dumps(extra), json_out=True)
-    out = proc.stdout + proc.stderr
+    proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", node, "-e", json.dumps(extra))
+    out = proc.stdout
     assert proc.returncode != 0, out[-3000:]
     assert f"{node}: bonding_interfaces lists eth7, not a NIC of this node (it has eth0" in out, out[-3000:]
     assert "nothing was installed, rendered or applied" in out
-    assert json.loads(proc.stdout)["stats"][node]["changed"] == 0
+    assert proc.recap()[node]["changed"] == 0
     assert host.file(STAGED[r]).sha256sum == before
     assert not host.file(LIVE[r]).exists and host.run("ip link show bond0").rc != 0
 
@@ -329,7 +329,7 @@ def test_no_bond_changes_nothing_and_one_nic_is_refused(host, interfaces, rc, me
     before = host.file(STAGED[r]).sha256sum
     extra = {"bonding_interfaces": interfaces}
     proc, _ = playbook(SCENARIO / "bonding_only.yml", "--limit", "mnc-wiring-2", "-e", json.dumps(extra))
-    out = proc.stdout + proc.stderr
+    out = proc.stdout
     assert proc.returncode == rc, out
     assert " ".join(message.split()) in " ".join(out.split()), out
     assert host.file(STAGED[r]).sha256sum == before
@@ -345,9 +345,9 @@ def test_limited_base_run_keeps_every_node_in_etc_hosts(host):
     other nodes' names: /etc/hosts lists the inventory's mnc_nodes, not the play's."""
     if host.backend.hostname != "mnc-wiring-2":
         pytest.skip("runs once, against its node")
-    proc, _ = playbook(ROOT / "playbooks" / "base.yml", "--limit", "mnc-wiring-2", json_out=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    stats = json.loads(proc.stdout)["stats"]
+    proc, _ = playbook(ROOT / "playbooks" / "base.yml", "--limit", "mnc-wiring-2")
+    assert proc.returncode == 0, proc.tail(6000)
+    stats = proc.recap()
     assert list(stats) == ["mnc-wiring-2"] and stats["mnc-wiring-2"]["changed"] == 0, stats
     hosts = host.file("/etc/hosts").content_string
     for name, ip in NODES.items():
@@ -372,7 +372,7 @@ def test_a_bashrc_linked_to_a_root_file_is_not_followed_by_root(host):
     _sh(node, f"su -s /bin/sh {USER} -c '{plant}'")
     try:
         proc, _ = playbook(SCENARIO / "bashrc_only.yml", "--limit", node)
-        out = proc.stdout + proc.stderr
+        out = proc.stdout
         # Root neither re-owned the link's target nor wrote into it.
         assert _sh(node, "stat -c '%U:%G %a' /etc/mnc-victim-bashrc") == "root:root 644"
         assert _sh(node, "sha256sum < /etc/mnc-victim-bashrc") == before
@@ -386,7 +386,7 @@ def test_a_bashrc_linked_to_a_root_file_is_not_followed_by_root(host):
     # The user's own ~/.bashrc gets the block, and stays the user's.
     try:
         proc, _ = playbook(SCENARIO / "bashrc_only.yml", "--limit", node)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, proc.tail(6000)
         bashrc = host.file(f"{home}/.bashrc")
         assert bashrc.user == USER and not bashrc.is_symlink
         assert bashrc.content_string.startswith("# BEGIN mncluster openmpi\n")
@@ -415,7 +415,7 @@ def test_a_bashrc_that_hangs_fails_the_task_naming_the_node(host):
     try:
         short = "mnc_user_task_timeout=15"
         proc, _ = playbook(SCENARIO / "user_shell_only.yml", "--limit", node, "-e", short, timeout=280)
-        out = proc.stdout + proc.stderr
+        out = proc.stdout
         assert proc.returncode != 0, out[-3000:]
         assert "TASK [mpi_network : Check that OpenMPI reads the pinning]" in out, out[-3000:]
         # ansible-core 2.19+: "Timed out after 15 second(s)"; 2.18: "... expected time frame (15) ..."
@@ -445,7 +445,7 @@ def test_a_build_scratch_planted_before_the_build_is_refused(host, plant, messag
     _sh(node, f"mkdir -p /var/lib/mncluster && rm -rf {scratch} && {plant}")
     try:
         proc, _ = playbook(SCENARIO / "build_scratch_only.yml", "--limit", node)
-        out = proc.stdout + proc.stderr
+        out = proc.stdout
         assert proc.returncode != 0, out[-3000:]
         assert f"{scratch} on {node} {message}" in out, out[-3000:]
         assert _sh(node, f"stat -c '%U %F' {scratch}") == (
@@ -473,18 +473,11 @@ VERIFY_VARS = [
 ]
 
 
-def _task_name(task):
-    """A task's name without the role's prefix (the json callback writes "verify : Judge the checks")."""
-    return task["task"]["name"].split(" : ", 1)[-1]
-
-
 def _judged(proc):
-    doc = json.loads(proc.stdout)
-    for play in doc["plays"]:
-        for task in play["tasks"]:
-            if _task_name(task) == "Judge the checks":
-                return task["hosts"]["localhost"]
-    raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
+    judged = proc.results("Judge the checks", host="localhost")
+    if not judged:
+        raise AssertionError(proc.tail(6000))
+    return judged[-1]
 
 
 def _placement(launcher):
@@ -501,13 +494,11 @@ def _placement(launcher):
 
 
 def _launcher(proc):
-    """The node the MPI checks ran on (the others skip them), from the JSON callback's output."""
-    doc = json.loads(proc.stdout)
-    for play in doc["plays"]:
-        for task in play["tasks"]:
-            if _task_name(task) == "Check that every rank starts once, on the expected hosts":
-                return sorted(h for h, res in task["hosts"].items() if not res.get("skipped"))
-    raise AssertionError("no rank check in the run")
+    """The node the MPI checks ran on (the others skip them), from the run's events."""
+    ran = proc.results("Check that every rank starts once, on the expected hosts")
+    if not ran:
+        raise AssertionError("no rank check in the run")
+    return sorted(r["_host"] for r in ran if not r["skipped"])
 
 
 def _sh(node, script):
@@ -525,7 +516,7 @@ def test_verify_playbook_across_containers(host):
         _sh(node, "install -d -o root -g root -m 0755 /etc/mnc-victim")
         plant = "mkdir -p ~/mncluster && ln -sfn /etc/mnc-victim ~/mncluster/verify"
         _sh(node, f"su -s /bin/sh {USER} -c '{plant}'")
-    proc, elapsed = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, json_out=True)
+    proc, elapsed = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS)
     res = _judged(proc)
     rows = {(r["check"], r["subject"]): r for r in res["rows"]}
     print(res["table"], f"\n(verify.yml took {elapsed:.0f}s)")
@@ -581,7 +572,7 @@ def test_verify_with_another_node_first_in_the_play(host, tmp_path):
     first = ["mnc-wiring-3", "mnc-wiring-1", "mnc-wiring-2"]
     reordered = tmp_path / "reordered.yml"
     reordered.write_text(json.dumps({"mnc_nodes": {"hosts": {n: {} for n in first}}}))
-    proc, _ = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, json_out=True,
+    proc, _ = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS,
                        inventory=[reordered, Path(INVENTORY_FILE).parent])  # fmt: skip
     res = _judged(proc)
     assert _launcher(proc) == ["mnc-wiring-3"]
@@ -616,7 +607,7 @@ def test_verify_names_a_node_that_does_not_answer(host):
         pytest.skip("runs once")
     subprocess.run(["podman", "stop", "-t", "5", "mnc-wiring-3"], check=True, capture_output=True)
     try:
-        proc, elapsed = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, json_out=True, timeout=300)
+        proc, elapsed = playbook(ROOT / "playbooks" / "verify.yml", *VERIFY_VARS, timeout=300)
     finally:
         subprocess.run(["podman", "start", "mnc-wiring-3"], check=True, capture_output=True)
         _wait_until_reachable("mnc-wiring-3")
