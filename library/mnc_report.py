@@ -139,7 +139,8 @@ from ansible.module_utils.mnc_bench_nccl import load_verify_json, yardstick
 from ansible.module_utils.mnc_bench_report import build_report
 from ansible.module_utils.mnc_bench_trace import chrome_trace
 from ansible.module_utils.mnc_files import point_link, write_atomic
-from ansible.module_utils.mnc_verdict import assess, compare
+from ansible.module_utils.mnc_verdict import assess
+from ansible.module_utils.mnc_verdict_compare import compare
 
 PHASE_COLOURS = {"compute": "#4C72B0", "wait": "#DD8452", "allreduce": "#C44E52", "update": "#55A868"}
 PLOTS = (

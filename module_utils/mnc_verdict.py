@@ -6,39 +6,46 @@ Pure functions over the report that ``mnc_bench_report.build_report`` makes (its
 ``runs`` and ``documents``); no Ansible, no I/O. Units: seconds, bytes,
 GB/s = 1e9 B/s, Gb/s = 1e9 bit/s (link speeds).
 
-The model of a step (stated in the report as ``MODEL``): a step is the
-measured compute plus the measured update plus an allreduce predicted from the
-measured point-to-point figures, a ring allreduce of L bytes over p ranks,
-
-    t_allreduce(L, p) = k * 2 (p - 1) * alpha + 2 (p - 1) / p * L / B
-
-with B the point-to-point bandwidth and alpha the one-way latency of the
-slowest link a ring crosses (inter-node when the run spans nodes), and k the
-number of allreduces per step (one per parameter array for the naive
-communicator, one otherwise). At twice the largest measured node count the
-same model, with the largest run's compute and update, predicts the step,
-and weak-scaling efficiency = step at the baseline / predicted step.
+The step model the verdict measures each run against, and its prediction at
+twice the nodes, are ``mnc_verdict_model``'s; the comparison with a baseline
+report is ``mnc_verdict_compare``'s.
 """
 
 from __future__ import annotations
 
-import math
-
 try:  # as a module_utils of an Ansible module
     from ansible.module_utils.mnc_bench_nccl import sentence as nccl_tests_sentence
     from ansible.module_utils.mnc_overlap import overlap_accounting, overlap_sentence
+    from ansible.module_utils.mnc_verdict_model import (
+        MODEL,
+        MODEL_TOLERANCE,
+        gbit,
+        link_figures,
+        measured_step,
+        percent,
+        predict_at_double,
+        small_allreduce_prediction,
+        step_model,
+        strong,
+        work_share,
+    )
 except ImportError:  # imported directly (unit tests)
     from mnc_bench_nccl import sentence as nccl_tests_sentence
     from mnc_overlap import overlap_accounting, overlap_sentence
+    from mnc_verdict_model import (
+        MODEL,
+        MODEL_TOLERANCE,
+        gbit,
+        link_figures,
+        measured_step,
+        percent,
+        predict_at_double,
+        small_allreduce_prediction,
+        step_model,
+        strong,
+        work_share,
+    )
 
-MODEL = (
-    "step = measured compute + measured update + ring allreduce predicted from point-to-point: "
-    "k * 2(p-1) * alpha + 2(p-1)/p * L / B, B and alpha the point-to-point bandwidth and one-way "
-    "latency (inter-node when the run spans nodes), k = allreduces per step (one per parameter array "
-    "for naive, else 1); predicted efficiency = ideal step / predicted step, the ideal being the measured "
-    "baseline step (weak scaling) or its share base p / p (strong scaling, where compute shrinks alike)"
-)
-MODEL_TOLERANCE = 0.25  # the model "predicts" a step when within 25 %
 SMALL_MESSAGE_FACTOR = 10.0  # 8-byte allreduce this many times the latency prediction: not the network
 IMBALANCE_SHARE = 0.15  # wait above this share of the step
 DATA_SHARE = 0.10  # data loading above this share of the step
@@ -47,95 +54,6 @@ CEILING_TARGET = 80.0  # in-training busbw below this percent of the ceiling: th
 # In-training busbw above this percent of its ceiling: the ceiling is no bound (measured while the
 # ranks fought for the cores, or too noisy), and the report says so instead of quoting it as one.
 CEILING_UNRELIABLE = 110.0
-
-
-def gbit(gb_per_s):
-    """GB/s (1e9 bytes) to Gb/s (1e9 bits), the unit link speeds are sold in."""
-    return None if gb_per_s is None else gb_per_s * 8.0
-
-
-def percent(part, whole):
-    if part is None or not whole:
-        return None
-    return 100.0 * part / whole
-
-
-def ring_allreduce_time(nbytes, processes, bandwidth, latency, allreduces=1):
-    """Seconds of a ring allreduce of ``nbytes`` (GB/s bandwidth, seconds latency); 0 at p = 1."""
-    if processes < 2:
-        return 0.0
-    if not bandwidth:
-        return None
-    steps = 2 * (processes - 1)
-    return allreduces * steps * (latency or 0.0) + steps / processes * nbytes / (bandwidth * 1e9)
-
-
-def small_allreduce_prediction(processes, latency):
-    """Seconds of an 8-byte allreduce by recursive doubling: ceil(log2 p) one-way latencies."""
-    if processes < 2 or latency is None:
-        return None
-    return math.ceil(math.log2(processes)) * latency
-
-
-def strong(doc):
-    """Whether the run held the global batch fixed (strong scaling) rather than the per-process one."""
-    return (doc.get("config") or {}).get("scaling") == "strong"
-
-
-def work_share(doc, base_doc):
-    """The part of the baseline's per-rank work a rank of ``doc`` does: 1 under weak scaling,
-    base p / p under strong scaling (the global batch split over more ranks)."""
-    if not strong(doc):
-        return 1.0
-    return base_doc["config"]["processes"] / doc["config"]["processes"]
-
-
-def _p2p_row(rows, nodes):
-    """The pair a ring is limited by: inter-node when the run spans nodes, else intra-node."""
-    want = "inter-node" if (nodes or 1) > 1 else "intra-node"
-    for row in rows or []:
-        if row.get("kind") == want:
-            return row
-    return None
-
-
-def link_figures(doc):
-    """(bandwidth GB/s, one-way latency s, kind) of the link a ring allreduce of this run crosses."""
-    nodes = doc.get("environment", {}).get("nodes")
-    bw = _p2p_row(doc.get("p2p"), nodes)
-    lat = _p2p_row(doc.get("p2p_latency"), nodes)
-    return (bw or {}).get("bandwidth"), (lat or {}).get("time"), (bw or lat or {}).get("kind")
-
-
-def allreduces_per_step(doc):
-    cfg = doc.get("config", {})
-    return doc.get("gradient", {}).get("arrays") or 1 if cfg.get("communicator") == "naive" else 1
-
-
-def measured_step(doc):
-    ov = doc.get("overlap") or {}
-    if ov.get("measured_step"):
-        return ov["measured_step"]
-    thr = doc.get("throughput", {})
-    iters = thr.get("iterations") or doc.get("config", {}).get("iterations")
-    return thr["wall"] / iters if thr.get("wall") and iters else None
-
-
-def step_model(doc):
-    """The model's step for this run next to the measured one."""
-    p = doc["config"]["processes"]
-    med = {k: doc["phases"][k]["median"] for k in ("compute", "update", "allreduce")}
-    bw, lat, kind = link_figures(doc)
-    L = doc["allreduce"]["bytes"]
-    t_ar = ring_allreduce_time(L, p, bw, lat, allreduces_per_step(doc))
-    step = measured_step(doc)
-    predicted = None if t_ar is None else med["compute"] + med["update"] + t_ar
-    off = None if predicted is None or not step else predicted / step - 1.0
-    return {
-        "predicted_allreduce": t_ar, "predicted_step": predicted, "measured_step": step,
-        "error": off, "within_tolerance": None if off is None else abs(off) <= MODEL_TOLERANCE,
-        "link": kind, "bandwidth": bw, "latency": lat,
-    }
 
 
 def _ceiling(doc):
@@ -359,44 +277,6 @@ def _sentences(v, doc, link_gbps):
     return words
 
 
-def predict_at_double(docs):
-    """The model's scaling efficiency at twice the largest measured node count (weak: the same step as
-    the baseline is ideal; strong: the baseline's step x base p / p, with compute shrinking alike)."""
-    multi = [d for d in docs if d["config"]["processes"] > 1]
-    if not docs or not multi:
-        return None
-    base = docs[0]
-    big = max(docs, key=lambda d: d["config"]["processes"])
-    nodes = big.get("environment", {}).get("nodes") or 1
-    per_node = max(1, big["config"]["processes"] // nodes)
-    p = 2 * nodes * per_node
-    # at 2x nodes the ring crosses nodes: take the inter-node figures of any run that has them
-    bw = lat = None
-    for d in reversed(multi):
-        row = _p2p_row(d.get("p2p"), 2)
-        lrow = _p2p_row(d.get("p2p_latency"), 2)
-        if row and bw is None:
-            bw = row.get("bandwidth")
-        if lrow and lat is None:
-            lat = lrow.get("time")
-    link = "inter-node"
-    if bw is None:  # one node only: the intra-node link is all that was measured
-        bw, lat, link = link_figures(big)
-        link = f"{link} (no inter-node pair was measured)"
-    t_ar = ring_allreduce_time(big["allreduce"]["bytes"], p, bw, lat, allreduces_per_step(big))
-    base_step = measured_step(base)
-    if t_ar is None or not base_step:
-        return None
-    # strong scaling: each rank's share of the batch, and so its compute, halves again
-    compute = big["phases"]["compute"]["median"] * (big["config"]["processes"] / p if strong(big) else 1.0)
-    step = compute + big["phases"]["update"]["median"] + t_ar
-    ideal = base_step * (base["config"]["processes"] / p if strong(big) else 1.0)
-    return {"nodes": 2 * nodes, "processes": p, "predicted_allreduce": t_ar, "predicted_step": step,
-            "baseline_step": base_step, "ideal_step": ideal, "efficiency": ideal / step, "link": link,
-            "bandwidth": bw, "latency": lat, "scaling": "strong" if strong(big) else "weak",
-            "model": MODEL}
-
-
 def assess(report, link_gbps=None):
     """The ``verdict`` of a report: per run numbers and sentences, the prediction, a headline."""
     docs = sorted(report["documents"], key=lambda d: d["config"]["processes"])
@@ -415,53 +295,3 @@ def assess(report, link_gbps=None):
     return {"link_gbps": link_gbps, "model": MODEL, "model_tolerance": MODEL_TOLERANCE,
             "runs": runs, "prediction": pred, "headline": headline}
 
-
-# -- against a baseline report --------------------------------------------------------
-COLLECTIVE_TOLERANCE = 10.0  # percent: throughput and allreduce busbw
-P2P_TOLERANCE = 20.0  # percent: point-to-point bandwidth
-COMPARED = (
-    ("samples_per_s", "throughput (samples/s)", "collective"),
-    ("busbw", "in-training busbw (GB/s)", "collective"),
-    ("ceiling_busbw", "ceiling busbw at L (GB/s)", "collective"),
-    ("p2p_inter_node", "p2p inter-node (GB/s)", "p2p"),
-    ("p2p_intra_node", "p2p intra-node (GB/s)", "p2p"),
-)
-
-
-def compare(report, baseline, collective_tolerance=COLLECTIVE_TOLERANCE, p2p_tolerance=P2P_TOLERANCE):
-    """Each run's figures beside the baseline report's at the same p, with the change in percent.
-
-    A drop beyond the tolerance (percent) is flagged: collectives (throughput, busbw) and
-    point-to-point have their own, as cloud HPC test suites keep them.
-    """
-    tolerance = {"collective": collective_tolerance, "p2p": p2p_tolerance}
-    old = {r["processes"]: r for r in baseline.get("runs", [])}
-    rows, drops = [], []
-    for r in report["runs"]:
-        b = old.get(r["processes"])
-        if b is None:
-            continue
-        for key, label, kind in COMPARED:
-            new_v, old_v = r.get(key), b.get(key)
-            if new_v is None or not old_v:
-                continue
-            change = 100.0 * (new_v / old_v - 1.0)
-            flagged = change < -tolerance[kind]
-            row = {"processes": r["processes"], "figure": key, "label": label, "baseline": old_v,
-                   "value": new_v, "change_percent": change, "tolerance_percent": tolerance[kind],
-                   "dropped": flagged}
-            rows.append(row)
-            if flagged:
-                drops.append(row)
-    meta = baseline.get("meta") or {}
-    summary = "Against the baseline {}: ".format(meta.get("timestamp") or "report")
-    if not rows:
-        summary += "no process count in common, nothing compared."
-    elif drops:
-        summary += "; ".join("{} at p = {} dropped {:.0f}% (beyond {:g}%)".format(
-            d["label"], d["processes"], -d["change_percent"], d["tolerance_percent"]) for d in drops) + "."
-    else:
-        summary += (f"no figure dropped beyond its tolerance ({collective_tolerance:g}% collectives, "
-                    f"{p2p_tolerance:g}% point-to-point).")
-    return {"baseline": meta.get("timestamp"), "rows": rows, "drops": drops, "summary": summary,
-            "tolerances": tolerance}

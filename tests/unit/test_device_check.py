@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts import device_check_gpu
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "device-check.sh"
 LINE = re.compile(r"^(PASS|FAIL|SKIP) ([a-z0-9-]+): (\S.*)$")
@@ -133,13 +135,6 @@ def test_a_listed_gpu_without_cupy_is_skip_not_fail(tmp_path):
     assert results["train-cpu"] == ("SKIP", "--no-train")
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("device_check", ROOT / "scripts" / "device_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize(
     ("info", "expect"),
     [
@@ -157,7 +152,7 @@ def _module():
     ],
 )
 def test_it_knows_when_chainer_cannot_run(info, expect):
-    blocker = _module().chainer_blocker(info)
+    blocker = device_check_gpu.chainer_blocker(info)
     if expect is None:
         assert blocker is None
     else:

@@ -1,4 +1,4 @@
-"""module_utils/mnc_verdict.py: the verdict's arithmetic and the words it chooses."""
+"""module_utils/mnc_verdict.py (and its model and comparison): the verdict's arithmetic and its words."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import mnc_bench
 import mnc_bench_markdown
 import mnc_bench_report
 import mnc_verdict
+import mnc_verdict_model
+from mnc_verdict_compare import compare
 
 L = 102_228_384  # ResNet-50's fp32 gradient, the seed's figure
 
@@ -60,17 +62,17 @@ def report(docs):
 
 
 def test_units_and_the_ring_model():
-    assert mnc_verdict.gbit(0.625) == pytest.approx(5.0)  # GB/s -> Gb/s
-    assert mnc_verdict.gbit(None) is None
+    assert mnc_verdict_model.gbit(0.625) == pytest.approx(5.0)  # GB/s -> Gb/s
+    assert mnc_verdict_model.gbit(None) is None
     # p = 4, 1 GB/s, 10 us: 2*3 latencies + 2*3/4 * L / 1e9
-    t = mnc_verdict.ring_allreduce_time(L, 4, 1.0, 10e-6)
+    t = mnc_verdict_model.ring_allreduce_time(L, 4, 1.0, 10e-6)
     assert t == pytest.approx(6 * 10e-6 + 1.5 * L / 1e9)
     # naive: one allreduce per array pays the latency each time
-    assert mnc_verdict.ring_allreduce_time(L, 4, 1.0, 10e-6, allreduces=161) == pytest.approx(
+    assert mnc_verdict_model.ring_allreduce_time(L, 4, 1.0, 10e-6, allreduces=161) == pytest.approx(
         161 * 6 * 10e-6 + 1.5 * L / 1e9)
-    assert mnc_verdict.ring_allreduce_time(L, 1, 1.0, 10e-6) == 0.0
-    assert mnc_verdict.small_allreduce_prediction(6, 50e-6) == pytest.approx(3 * 50e-6)
-    assert mnc_verdict.small_allreduce_prediction(1, 50e-6) is None
+    assert mnc_verdict_model.ring_allreduce_time(L, 1, 1.0, 10e-6) == 0.0
+    assert mnc_verdict_model.small_allreduce_prediction(6, 50e-6) == pytest.approx(3 * 50e-6)
+    assert mnc_verdict_model.small_allreduce_prediction(1, 50e-6) is None
 
 
 def test_the_seeds_network_bound_cluster():
@@ -97,7 +99,7 @@ def test_the_seeds_network_bound_cluster():
     assert "dominant cause: allreduce on the wire (its ceiling at L), 291 ms; then framework overhead" in text
     # the model: compute + update + ring allreduce over 1.0625 GB/s, 50 us
     m = r16["model"]
-    expect = 0.260 + mnc_verdict.ring_allreduce_time(L, p, 8.5 / 8, 50e-6)
+    expect = 0.260 + mnc_verdict_model.ring_allreduce_time(L, p, 8.5 / 8, 50e-6)
     assert m["predicted_step"] == pytest.approx(expect)
     assert m["within_tolerance"] is True
     assert any("The step model predicts" in s for s in r16["sentences"])
@@ -106,7 +108,7 @@ def test_the_seeds_network_bound_cluster():
 def test_prediction_at_twice_the_nodes():
     base = make_doc(1, 1, compute=0.1, update=0.01)
     two = make_doc(4, 2, compute=0.1, update=0.01, allreduce=0.2, p2p_gbs=1.0, p2p_lat=20e-6)
-    pred = mnc_verdict.predict_at_double([base, two])
+    pred = mnc_verdict_model.predict_at_double([base, two])
     assert (pred["nodes"], pred["processes"]) == (4, 8)
     t_ar = 2 * 7 * 20e-6 + 2 * 7 / 8 * L / 1e9
     assert pred["predicted_allreduce"] == pytest.approx(t_ar)
@@ -114,7 +116,7 @@ def test_prediction_at_twice_the_nodes():
     assert pred["link"] == "inter-node"
     v = mnc_verdict.assess(report([base, two]))
     assert v["headline"][-1].startswith("Predicted weak-scaling efficiency at 4 nodes (8 processes): ")
-    assert v["model"] == mnc_verdict.MODEL and "2(p-1)/p * L / B" in v["model"]
+    assert v["model"] == mnc_verdict_model.MODEL and "2(p-1)/p * L / B" in v["model"]
 
 
 def test_the_sandbox_demo_is_cpu_contention_not_the_network():
@@ -164,8 +166,8 @@ def test_strong_scaling_is_judged_against_the_baselines_share():
     assert sig["text"] == ("compute takes 2.4x its share of p = 1's (60 against 25 ms; strong scaling: "
                            "0.25 of the batch per rank): the ranks compete for CPU cores or memory bandwidth")
     # at twice the nodes, compute halves again, and the ideal is the baseline's step / 8
-    pred = mnc_verdict.predict_at_double([base, p4])
-    t_ar = mnc_verdict.ring_allreduce_time(L, 8, 1.0, 20e-6)
+    pred = mnc_verdict_model.predict_at_double([base, p4])
+    t_ar = mnc_verdict_model.ring_allreduce_time(L, 8, 1.0, 20e-6)
     assert pred["scaling"] == "strong" and pred["processes"] == 8
     assert pred["predicted_step"] == pytest.approx(0.0125 + 0.010 + t_ar)
     assert pred["efficiency"] == pytest.approx((0.110 / 8) / (0.0125 + 0.010 + t_ar))
@@ -275,7 +277,7 @@ def test_baseline_comparison_flags_drops_beyond_their_tolerance():
 
     baseline = {"meta": {"timestamp": "T0"}, "runs": [run(1, 100.0, None, None), run(4, 300.0, 1.0, 1.0)]}
     now = {"runs": [run(1, 95.0, None, None), run(4, 255.0, 0.95, 0.85), run(8, 500.0, 1.0, 1.0)]}
-    c = mnc_verdict.compare(now, baseline)
+    c = compare(now, baseline)
     got = {(r["processes"], r["figure"]): (round(r["change_percent"], 1), r["dropped"]) for r in c["rows"]}
     assert got == {
         (1, "samples_per_s"): (-5.0, False),
@@ -285,8 +287,8 @@ def test_baseline_comparison_flags_drops_beyond_their_tolerance():
     }
     assert c["summary"] == ("Against the baseline T0: throughput (samples/s) at p = 4 dropped 15% "
                             "(beyond 10%).")
-    assert mnc_verdict.compare(now, baseline, p2p_tolerance=10)["drops"][-1]["figure"] == "p2p_inter_node"
-    other = mnc_verdict.compare({"runs": [run(2, 1, 1, 1)]}, baseline)
+    assert compare(now, baseline, p2p_tolerance=10)["drops"][-1]["figure"] == "p2p_inter_node"
+    other = compare({"runs": [run(2, 1, 1, 1)]}, baseline)
     assert "no process count in common" in other["summary"]
     rep = {"config": {}, "runs": [], "comparison": c}
     md = mnc_bench_markdown.render_markdown(rep)

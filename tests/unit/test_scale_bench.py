@@ -1,4 +1,4 @@
-"""scripts/scale_bench.py on real runs, and scripts/scale-bench.sh's refusals.
+"""scripts/scale_bench.py (and its scale_bench_*.py) on real runs, and scripts/scale-bench.sh's refusals.
 
 The fixtures are three runs of scripts/scale-bench.sh at N = 1 (2 CPUs per
 node, 2026-12-05), ansible-runner's events cut with `scale_bench.py trim`
@@ -11,7 +11,6 @@ against Ansible's own.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,19 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from scripts import scale_bench as sb
+from scripts import scale_bench_cpu as cpu
+from scripts import scale_bench_events as ev
+from scripts import scale_bench_report as rep
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "unit" / "fixtures"
 NODE = "mnc-scale1"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "scripts" / "scale_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sb = _module()
 
 
 def fixture(run: str) -> Path:
@@ -44,11 +38,11 @@ def lines(run: str) -> list[str]:
 
 
 def events(run: str) -> list[dict]:
-    return sb.read_events(fixture(run))
+    return ev.read_events(fixture(run))
 
 
 def summary(run: str) -> dict:
-    return sb.summarize(sb.parse_log(events(run)))
+    return ev.summarize(ev.parse_log(events(run)))
 
 
 def recap(run: str) -> dict:
@@ -96,8 +90,8 @@ def test_the_slowest_tasks_of_the_network_stage_and_what_it_changed():
 def test_trim_changes_nothing_the_summary_reads(tmp_path):
     for run in ("network-cold", "verify-cold", "noop"):
         trimmed = tmp_path / f"{run}.jsonl"
-        trimmed.write_text("\n".join(sb.trim(events(run))) + "\n")
-        assert sb.summarize(sb.parse_log(sb.read_events(trimmed))) == summary(run)
+        trimmed.write_text("\n".join(ev.trim(events(run))) + "\n")
+        assert ev.summarize(ev.parse_log(ev.read_events(trimmed))) == summary(run)
 
 
 def test_an_artifacts_directory_reads_as_its_events(tmp_path):
@@ -108,14 +102,14 @@ def test_an_artifacts_directory_reads_as_its_events(tmp_path):
     for e in reversed(events("verify-cold")):
         (job_events / f"{e['counter']}-x.json").write_text(json.dumps(e))
     (job_events / "x-partial.json").write_text("{")
-    assert sb.summarize(sb.parse_log(sb.read_events(tmp_path))) == summary("verify-cold")
+    assert ev.summarize(ev.parse_log(ev.read_events(tmp_path))) == summary("verify-cold")
 
 
 def test_an_interrupted_run_still_parses_and_is_not_a_noop(tmp_path):
     cut = "\n".join(lines("noop"))[: 100_000]  # ends mid-line, no recap
     log = tmp_path / "cut.jsonl"
     log.write_text(cut + "\nPLAY RECAP (not json)\n")
-    s = sb.summarize(sb.parse_log(sb.read_events(log)))
+    s = ev.summarize(ev.parse_log(ev.read_events(log)))
     assert not s["complete"] and s["tasks_per_node"][NODE] < 368
 
 
@@ -126,13 +120,13 @@ def records(walls: dict[int, float], run: str = "noop") -> list[dict]:
 
 
 def test_ratio_to_three_nodes():
-    r = sb.ratios(records({1: 40.0, 3: 50.0, 16: 70.0}) + records({3: 20.0}, "network-cold"))
+    r = rep.ratios(records({1: 40.0, 3: 50.0, 16: 70.0}) + records({3: 20.0}, "network-cold"))
     assert r[(3, "noop")] == 1.0
     assert r[(16, "noop")] == pytest.approx(1.4)
     assert r[(1, "noop")] == pytest.approx(0.8)
     assert r[(3, "network-cold")] == 1.0
     # Without a run at N = 3 there is nothing to compare with.
-    assert sb.ratios(records({1: 40.0, 8: 60.0})) == {(1, "noop"): None, (8, "noop"): None}
+    assert rep.ratios(records({1: 40.0, 8: 60.0})) == {(1, "noop"): None, (8, "noop"): None}
 
 
 def test_the_report_writes_the_table_and_the_picture(tmp_path):
@@ -164,7 +158,7 @@ def test_record_fails_a_noop_run_that_changed_something(tmp_path, capsys):
         assert rc == expected
     err = capsys.readouterr().err
     assert f"{NODE}: verify : Copy the checks' programs" in err
-    recorded = sb.read_records(results)
+    recorded = rep.read_records(results)
     assert [r["tasks_per_node"] for r in recorded] == [{NODE: 368}, {NODE: 20}]
     assert recorded[0]["wall_s"] == 12.5
 
@@ -190,10 +184,10 @@ def test_the_script_refuses_bad_input_before_creating_anything(tmp_path, args):
 def test_profile_accounts_for_the_whole_run_by_role_and_play():
     """`scale_bench.py profile`: every task slot is counted once, so each grouping sums to the
     run's span, and the slowest slot of the no-op run is named with its role."""
-    parsed = sb.parse_log(events("noop"))
+    parsed = ev.parse_log(events("noop"))
     tasks = sorted(parsed["tasks"], key=lambda t: t["start"])
     span = max(t["end"] for t in tasks) - tasks[0]["start"]
-    text = sb.profile(parsed, top=100)
+    text = ev.profile(parsed, top=100)
     assert f"{len(tasks)} task slots, {span:.1f} s" in text
     for title in ("module", "role", "play"):
         table = text.split(f"| {title} | slots | seconds | per slot |")[1].split("\n\n")[0]
@@ -207,13 +201,13 @@ def test_profile_accounts_for_the_whole_run_by_role_and_play():
 def test_cpu_readings():
     """The controller's CPU is the children's line of bash's `times`; a node's is the
     difference of its cgroup counter, only where both readings have it and it did not go back."""
-    assert sb.controller_cpu("0m0.010s 0m0.020s\n1m2.500s 0m3.250s\n") == 65.75
+    assert cpu.controller_cpu("0m0.010s 0m0.020s\n1m2.500s 0m3.250s\n") == 65.75
     for bad in ("", "0m1.0s 0m2.0s\n", "0m1s 0m2s\nx y\n"):
         with pytest.raises(ValueError, match="times"):
-            sb.controller_cpu(bad)
+            cpu.controller_cpu(bad)
     before = "mnc-scale1 10.5\nmnc-scale2 20\nmnc-scale3 30\n"
     after = "mnc-scale1 14.25\nmnc-scale2 1.5\nmnc-scale4 9\n"
-    assert sb.node_cpu(before, after) == {"mnc-scale1": 3.75}
+    assert cpu.node_cpu(before, after) == {"mnc-scale1": 3.75}
 
 
 def test_record_keeps_the_cpu_time_and_the_report_shows_it(tmp_path):
@@ -227,7 +221,7 @@ def test_record_keeps_the_cpu_time_and_the_report_shows_it(tmp_path):
         assert sb.main(["record", "--log", str(log), "--run", "noop", "--n", str(n), "--wall", "40",
                         "--controller-cpu", str(tmp_path / "times"),
                         "--node-cpu", str(tmp_path / "before"), str(tmp_path / "after"), str(results)]) == 0
-    r = sb.read_records(results)[0]
+    r = rep.read_records(results)[0]
     assert r["controller_cpu_s"] == 50.75
     assert r["node_cpu_s"] == {"mnc-scale1": 12.0, "mnc-scale2": 8.0}
     assert sb.main(["report", str(results), str(tmp_path / "out")]) == 0
