@@ -210,7 +210,8 @@ def test_off_or_without_gpu_nodes_no_prolog_line(rendered):
     for host in ("gpu2", "cpu2", "cpu3", "cpu4"):
         assert not docs[host]["prolog"], host
         assert prolog_lines(docs[host]["conf"]) == [], host
-        assert "HealthCheckProgram=/usr/local/sbin/mncluster-healthcheck" in docs[host]["conf"]
+        health = "HealthCheckProgram=/usr/local/lib/mncluster/healthcheck/mncluster-healthcheck"
+        assert health in docs[host]["conf"]
 
 
 def test_the_role_installs_root_owned_files_and_turning_it_off_removes_them(rendered):

@@ -314,15 +314,15 @@ def test_health_check_is_slurmds_program_and_passes_on_every_node(host):
     config = dict(line.split("=", 1) for line in host.check_output("scontrol show config").splitlines()
                   if "=" in line)  # fmt: skip
     config = {k.strip(): v.strip() for k, v in config.items()}
-    assert config["HealthCheckProgram"] == "/usr/local/sbin/mncluster-healthcheck"
+    assert config["HealthCheckProgram"] == "/usr/local/lib/mncluster/healthcheck/mncluster-healthcheck"
     assert config["HealthCheckInterval"].startswith("10")
     for node in NODES:
         settings = json.loads(sh(node, "cat /etc/slurm/mncluster-healthcheck.json").stdout)
         assert settings["node"] == node and settings["shared_dirs"] == ["/shared"] and settings["gpus"] == 0
-        assert sh(node, "stat -c '%U %a' /usr/local/sbin/mncluster-healthcheck").stdout.split() == [
-            "root",
-            "755",
-        ]
+        program = "/usr/local/lib/mncluster/healthcheck/mncluster-healthcheck"
+        assert sh(node, f"stat -c '%U %a' {program}").stdout.split() == ["root", "755"]
+        # where an older mncluster put it: gone
+        assert sh(node, "test -e /usr/local/sbin/mncluster-healthcheck", check=False).returncode == 1
         wait_for_runs(node, 1)
         last = json.loads(sh(node, "cat /var/lib/mncluster/healthcheck/last.json").stdout)
         assert last["failures"] == [] and last["action"] == "keep", (node, last)

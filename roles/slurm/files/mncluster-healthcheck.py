@@ -1,6 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -Es
 """mncluster's Slurm health check (slurm.conf HealthCheckProgram; roles/slurm installs it as
-/usr/local/sbin/mncluster-healthcheck). slurmd runs it as root every HealthCheckInterval.
+/usr/local/lib/mncluster/healthcheck/mncluster-healthcheck, beside the rules it imports: Python
+puts the program's own directory first on its path; -E and -s keep PYTHON* variables and a user
+site out). slurmd runs it as root every HealthCheckInterval.
 
 It runs the checks that have meaning on this node (/etc/slurm/mncluster-healthcheck.json, written
 by roles/slurm): the shared directories mounted, the MPI prefix the openmpi role recorded
@@ -16,8 +18,6 @@ import json
 import os
 import subprocess
 import sys
-
-sys.path.insert(0, "/usr/local/lib/mncluster/healthcheck")
 
 import mnc_nvsmi
 import mnc_slurm_health as rules
