@@ -1,6 +1,8 @@
-"""How the repository's tests run Ansible: the environment (`repo_ansible_env`), a real
-ansible-playbook run (`run_playbook`), a table of cases through one play (`run_cases`), and
-the testinfra host list of a molecule scenario (`podman_hosts`)."""
+"""How the repository's tests run Ansible, always through ansible-runner
+(scripts/playbook_runner.py): the environment (`repo_ansible_env`), a real ansible-playbook
+run (`run_playbook`, read back from its events), one module (`run_module`), a table of cases
+through one play (`run_cases`), and the testinfra host list of a molecule scenario
+(`podman_hosts`)."""
 
 from __future__ import annotations
 
