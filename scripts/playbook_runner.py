@@ -36,18 +36,14 @@ from pathlib import Path
 import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
 
+try:  # run as a command: scripts/ is on the path
+    from runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, recap, task_name
+except ImportError:  # imported as scripts.playbook_runner (the tests)
+    from scripts.runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, recap, task_name
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook and ansible beside this Python (the venv)
 
-# The host results of a task: a final one per host (or per loop item, ``runner_item_*``).
-HOST_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable")
-ITEM_EVENTS = ("runner_item_on_ok", "runner_item_on_failed", "runner_item_on_skipped")
-
-
-def _task_name(data: dict) -> str:
-    """A task's name as Ansible prints it: "role : task" inside a role."""
-    task, role = data.get("task", ""), data.get("role", "")
-    return f"{role} : {task}" if role and not task.startswith(f"{role} : ") else task
 
 
 @dataclass
@@ -71,13 +67,13 @@ class Run:
         one per loop item instead of the loop's summary. Each result says ``failed`` and
         ``skipped`` (from the event's kind: ansible-core 2.19+ leaves them out of the result)
         and carries ``_host``, ``_task`` and ``_event`` (runner_on_ok, ..._failed, ...)."""
-        kinds = ITEM_EVENTS if items else HOST_EVENTS
+        kinds = ITEM_EVENTS if items else RESULT_EVENTS
         out = []
         for event in self.events:
             data = event.get("event_data", {})
             if event.get("event") not in kinds:
                 continue
-            name = _task_name(data)
+            name = task_name(data)
             if task is not None and task not in (name, name.split(" : ", 1)[-1]):
                 continue
             if host is not None and data.get("host") != host:
@@ -102,7 +98,7 @@ class Run:
     def task_names(self) -> list[str]:
         """The tasks that started, in order (role prefix kept, as Ansible prints them)."""
         return [
-            _task_name(e["event_data"]) for e in self.events if e.get("event") == "playbook_on_task_start"
+            task_name(e["event_data"]) for e in self.events if e.get("event") == "playbook_on_task_start"
         ]
 
     def stats(self) -> dict:
@@ -114,24 +110,19 @@ class Run:
 
     def host_stats(self, host: str = "localhost") -> dict[str, int]:
         """One host's recap line: ok, changed, unreachable, failures, skipped, rescued, ignored."""
-        stats = self.stats()
-        names = {"dark": "unreachable"}
-        keys = ("ok", "changed", "dark", "failures", "skipped", "rescued", "ignored")
-        return {names.get(k, k): int((stats.get(k) or {}).get(host, 0)) for k in keys}
+        return recap(self.stats()).get(host, dict.fromkeys(RECAP.values(), 0))
 
     def recap(self) -> dict[str, dict[str, int]]:
         """Every host's recap line: {host: host_stats(host)}."""
-        stats = self.stats()
-        keys = ("ok", "changed", "dark", "failures", "skipped")
-        hosts = {h for key in keys for h in (stats.get(key) or {})}
-        return {h: self.host_stats(h) for h in sorted(hosts)}
+        return recap(self.stats())
 
     def changed(self) -> int:
         """How many task results changed something, over all hosts (the recap's changed)."""
         return sum((self.stats().get("changed") or {}).values())
 
     def failures(self) -> list[tuple[str, str, str]]:
-        """(host, task, message) of every failed or unreachable result not ignored or rescued."""
+        """(host, task, message) of every failed or unreachable result not ignored; a failure a
+        block rescued is listed too (the events do not say which were rescued)."""
         out = []
         for event in self.events:
             data = event.get("event_data", {})
@@ -141,19 +132,19 @@ class Run:
                 continue
             res = data.get("res", {})
             msg = res.get("msg") or res.get("stderr") or res.get("stdout") or ""
-            out.append((data.get("host", "?"), _task_name(data), str(msg)))
+            out.append((data.get("host", "?"), task_name(data), str(msg)))
         return out
 
     def task_times(self) -> list[tuple[str, str, float]]:
         """(task, host, seconds) of every host result, from the events' durations."""
         return [
             (
-                _task_name(e["event_data"]),
+                task_name(e["event_data"]),
                 e["event_data"].get("host", ""),
                 float(e["event_data"]["duration"]),
             )
             for e in self.events
-            if e.get("event") in HOST_EVENTS and e.get("event_data", {}).get("duration") is not None
+            if e.get("event") in RESULT_EVENTS and e.get("event_data", {}).get("duration") is not None
         ]
 
     def tail(self, chars: int = 6000) -> str:
@@ -280,10 +271,11 @@ def summary(run: Run, slowest: int = 10) -> str:
             ran_on = len({h for _, h in times})
             hosts = f"{ran_on} hosts" if ran_on > 1 else "1 host"
             lines.append(f"  {seconds:8.1f} s  {task}  ({host}; {hosts})")
+    # A run that succeeded rescued every failure it had (a block's rescue): say so, not FAILED.
+    said = "FAILED" if run.rc else "failed, then rescued:"
     for host, task, msg in run.failures():
-        lines.append(
-            f"FAILED {host}: {task}: {msg.strip().splitlines()[0] if msg.strip() else '(no message)'}"
-        )
+        first = msg.strip().splitlines()[0] if msg.strip() else "(no message)"
+        lines.append(f"{said} {host}: {task}: {first}")
     if run.artifact_dir:
         lines.append(f"events and output: {run.artifact_dir}")
     return "\n".join(lines)

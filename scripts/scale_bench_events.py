@@ -28,19 +28,11 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-# ansible-runner's event kinds: a host's result of a task, a loop item's, a task starting.
-RESULT_EVENTS = {
-    "runner_on_ok": "ok",
-    "runner_on_failed": "failed",
-    "runner_on_skipped": "skipped",
-    "runner_on_unreachable": "unreachable",
-}
-ITEM_EVENTS = {
-    "runner_item_on_ok": "ok",
-    "runner_item_on_failed": "failed",
-    "runner_item_on_skipped": "skipped",
-}
-START_EVENTS = {"playbook_on_task_start", "playbook_on_handler_task_start"}
+try:  # run as a command: scripts/ is on the path
+    from runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, TASK_START_EVENTS, recap, task_name
+except ImportError:  # imported as scripts.scale_bench_events (the tests)
+    from scripts.runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, TASK_START_EVENTS, recap, task_name
+
 CONTROLLER = {"localhost"}
 SLOWEST = 5
 
@@ -100,17 +92,14 @@ def parse_log(events) -> dict:
             play = data.get("play", data.get("name", ""))
             continue
         if kind == "playbook_on_stats":
-            names = {"ok": "ok", "changed": "changed", "failures": "failures", "dark": "unreachable"}
-            hosts = {h for key in names for h in (data.get(key) or {})}
-            stats = {h: {mine: (data.get(key) or {}).get(h, 0) for key, mine in names.items()} for h in hosts}
+            stats = recap(data)
             continue
         uuid = data.get("task_uuid")
         if not uuid:
             continue
-        if kind in START_EVENTS:
+        if kind in TASK_START_EVENTS:
             start = _time(event["created"])
-            role, name = data.get("role", ""), data.get("task", "")
-            entry = {"name": f"{role} : {name}" if role else name, "play": play,
+            entry = {"name": task_name(data), "play": play,
                      "path": data.get("task_path", ""), "start": start, "end": start, "hosts": {},
                      "action": data.get("task_action", "")}  # fmt: skip
             current[uuid] = entry
@@ -170,7 +159,7 @@ def trim(events):
     """Each event cut to the keys parse_log reads (one JSON line each): the same parse, a
     fraction of the size (the tests' fixtures are real runs cut this way)."""
     keep_data = ("play", "name", "task", "role", "task_uuid", "task_path", "task_action", "resolved_action",
-                 "host", "end", "ok", "changed", "failures", "dark")  # fmt: skip
+                 "host", "end", *RECAP)  # fmt: skip
     for event in events:
         data = event.get("event_data", {})
         small = {k: data[k] for k in keep_data if k in data}
