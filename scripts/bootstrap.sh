@@ -6,7 +6,9 @@
 #   2. podman configured for restricted hosts (scripts/podman-setup.sh).
 #   3. .venv with the pinned controller tools (requirements/*.txt); skipped when
 #      the pins have not changed since the last install.
-#   4. the node image (scripts/build-node-image.sh), when it is missing.
+#   4. the node image (scripts/build-node-image.sh), when it is missing, and the
+#      compatibility lane's Debian 13 controller image (scripts/build-controller-image.sh,
+#      which also builds the Debian 13 node image), when missing or its pins changed.
 # Re-running is fast and changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,4 +54,6 @@ fi
 
 echo "==> node image"
 $SUDO bash scripts/build-node-image.sh "${MNC_NODE_IMAGE:-localhost/mncluster-node:bookworm}"
+echo "==> compatibility lane's controller image (Debian 13, the newest ansible-core)"
+$SUDO bash scripts/build-controller-image.sh
 echo "==> bootstrap done in $(( $(date +%s) - t0 ))s"

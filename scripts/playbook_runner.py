@@ -23,6 +23,7 @@ callback, which wraps the configured one, and no retry files) changes nothing a 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -119,6 +120,10 @@ class Run:
     def changed(self) -> int:
         """How many task results changed something, over all hosts (the recap's changed)."""
         return sum((self.stats().get("changed") or {}).values())
+
+    def changes(self) -> list[tuple[str, str]]:
+        """(host, task) of every result that changed something, in event order (a loop once)."""
+        return [(r["_host"], r["_task"]) for r in self.results() if r.get("changed")]
 
     def failures(self) -> list[tuple[str, str, str]]:
         """(host, task, message) of every failed or unreachable result not ignored; a failure a
@@ -287,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
         "--artifacts", help="where the run's artifacts stay (default: reports/runs/<time>-<playbook>)"
     )
     parser.add_argument("--quiet", action="store_true", help="only the summary, not Ansible's output")
+    parser.add_argument(
+        "--summary-json",
+        metavar="FILE",
+        help="also write the run's outcome there as JSON: rc, status, recap by host, the "
+        "(host, task) of every change and the tasks that started, in order",
+    )
     parser.add_argument("playbook")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="ansible-playbook options")
     a = parser.parse_args(argv)
@@ -297,6 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     env = {} if sys.stdout.isatty() else {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
     run = run_playbook(a.playbook, *a.args, artifacts=artifacts, quiet=a.quiet, handle_signals=True, env=env)
     print("\n" + summary(run), flush=True)
+    if a.summary_json:
+        outcome = {
+            "rc": run.rc,
+            "status": run.status,
+            "recap": run.recap(),
+            "changes": run.changes(),
+            "tasks": run.task_names(),
+            "artifacts": str(artifacts),
+        }
+        Path(a.summary_json).write_text(json.dumps(outcome, indent=1) + "\n")
     return run.rc
 
 

@@ -9,7 +9,9 @@
 #   build lane: openmpi -> python -> cluster. The OpenMPI build lands in the
 #               artifact cache in `openmpi` and the later scenarios reuse it
 #               (same fingerprint), so it is built once per run.
-#   light lane: lint, pytest, and the scenarios that build nothing. `slurm`
+#   light lane: lint, pytest, the compatibility lane (scripts/compat-lane.sh:
+#               the newest ansible-core, in a Debian 13 controller container)
+#               and the scenarios that build nothing. `slurm`
 #               installs the build lane's OpenMPI from the cache (the same
 #               fingerprint): it is last in the queue, and should the build
 #               still be running it waits for it through the cache's lock.
@@ -27,7 +29,7 @@ cd "$(dirname "$0")/.."
 [ -n "${VIRTUAL_ENV:-}" ] || source .venv/bin/activate
 
 BUILD_LANE="openmpi python cluster"
-LIGHT_LANE="default artifacts gpu_pip gpu_render wiring slurm"
+LIGHT_LANE="default artifacts gpu_pip gpu_render wiring compat slurm"
 # Scenarios `make test` (and CI) runs: both lanes. MNC_TEST_FULL=0 leaves
 # out the build lane (a quick run while working on a light role).
 DEFAULT_SCENARIOS="$BUILD_LANE $LIGHT_LANE"
@@ -63,7 +65,11 @@ lint() {
     done
 }
 unit() { pytest -q --durations=20 tests; }
-scenario() { molecule test -s "$1"; }
+scenario() {
+    # compat is the compatibility lane: molecule's compat scenario driven from both ends and the
+    # newest core's own checks (scripts/compat-lane.sh), not one `molecule test`.
+    if [ "$1" = compat ]; then bash scripts/compat-lane.sh; else molecule test -s "$1"; fi
+}
 
 run_stage() {  # name, command... ; output goes to the stage's log
     local name=$1; shift

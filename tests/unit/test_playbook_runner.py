@@ -66,6 +66,7 @@ def test_a_run_reads_back_from_its_events(tmp_path):
     assert run.host_stats() == {"ok": 4, "changed": 1, "unreachable": 0, "failures": 1, "skipped": 1,
                                 "rescued": 0, "ignored": 1}  # fmt: skip
     assert run.changed() == 1
+    assert run.changes() == [("localhost", "Change something")]
     assert run.task_names() == [
         "Say something", "Change something", "Skip this one", "Loop over three, skipping one",
         "Fail and go on", "Fail for real",
@@ -81,9 +82,17 @@ def test_the_command_keeps_the_run_and_says_what_failed(tmp_path, capsys, monkey
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("ANSIBLE_HOST_KEY_CHECKING", raising=False)
     keep = tmp_path / "kept"
-    rc = pr.main(["--quiet", "--artifacts", str(keep), str(play), "-i", "localhost,", "-c", "local",
+    outcome = tmp_path / "outcome.json"
+    rc = pr.main(["--quiet", "--artifacts", str(keep), "--summary-json", str(outcome), str(play),
+                  "-i", "localhost,", "-c", "local",
                   "-e", f"ansible_python_interpreter={sys.executable}"])  # fmt: skip
     assert rc == 2
+    # what a caller in another process (the compatibility lane's checks) reads back
+    said = json.loads(outcome.read_text())
+    assert said["rc"] == 2 and said["status"] == "failed"
+    assert said["recap"]["localhost"]["changed"] == 1 and said["recap"]["localhost"]["failures"] == 1
+    assert said["changes"] == [["localhost", "Change something"]]
+    assert said["tasks"][0] == "Say something" and said["tasks"][-1] == "Fail for real"
     out = capsys.readouterr().out
     assert "FAILED localhost: Fail for real: the reason, named" in out
     assert "slowest tasks" in out and str(keep) in out
