@@ -1,7 +1,7 @@
 """verify's checks of each node's own GPU stack: Open MPI's CUDA support (openmpi_facts), what
 the MPI user's Python can do with the node's GPUs (the ``node`` output of
-module_utils/mnc_gpu_probe.py: CUDA, cuDNN as Chainer sees it, NCCL) and the services a real GPU
-server needs (the nvidia_driver and rdma roles' records). The checks across nodes are
+roles/verify/files/mnc_gpu_probe.py: CUDA, cuDNN as Chainer sees it, NCCL) and the services a
+real GPU server needs (the nvidia_driver and rdma roles' records). The checks across nodes are
 mnc_verify_gpu_cluster. No Ansible imports (tests/unit/test_verify_gpu.py)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def check_cuda(nodes: list[dict], require: bool) -> list[dict]:
     return rows
 
 
-# --- the GPUs (module_utils/mnc_gpu_probe.py's output) -----------------------------------------
+# --- the GPUs (roles/verify/files/mnc_gpu_probe.py's output) ---------------------------------
 
 CPU_MODE = "CPU mode (mnc_use_gpu false): the GPU checks (CUDA, cuDNN, NCCL, device-buffer MPI) are not run"
 

@@ -1,6 +1,6 @@
 """verify's GPU checks across the nodes, one rank per node (the ``nccl-allreduce`` and
-``send gpu`` runs of module_utils/mnc_gpu_probe.py): an NCCL allreduce of device buffers, NCCL's
-InfiniBand transport on a node with an active port, and an mpi4py ring send of CuPy device
+``send gpu`` runs of roles/verify/files/mnc_gpu_probe.py): an NCCL allreduce of device buffers,
+NCCL's InfiniBand transport on a node with an active port, and an mpi4py ring send of CuPy device
 buffers (CUDA-aware MPI). Each node's own GPU checks are mnc_verify_gpu. No Ansible imports
 (tests/unit/test_verify_gpu.py)."""
 

@@ -32,7 +32,7 @@ Only the standard library is imported here and in the modules beside it
 device_check_gpu.py, device_check_mpi.py, device_check_train.py: the
 checks); everything else is imported by the probes, so a missing or broken
 package is that check's SKIP or FAIL. The GPU probes (cuda, cudnn-*,
-nccl-allreduce, mpi-*-send) are module_utils/mnc_gpu_probe.py, the same
+nccl-allreduce, mpi-*-send) are roles/verify/files/mnc_gpu_probe.py, the same
 program roles/verify runs on the nodes.
 """
 

@@ -3,7 +3,7 @@
 python, nvidia-smi, cuda, cudnn-cupy, cudnn-chainer, nccl-allreduce (see
 device_check.py). check_cuda sets NO_GPU, the reason every later GPU check
 gives for its SKIP when CuPy has no usable GPU. Only the standard library;
-the GPU probes are module_utils/mnc_gpu_probe.py's.
+the GPU probes are roles/verify/files/mnc_gpu_probe.py's.
 """
 
 from __future__ import annotations

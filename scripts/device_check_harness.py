@@ -94,11 +94,11 @@ def probe(code: str, timeout: float = 90) -> tuple[int | None, dict | None, str]
 
 
 # The GPU probes are the ones verify runs on the nodes (one implementation).
-GPU_PROBE = ROOT / "module_utils" / "mnc_gpu_probe.py"
+GPU_PROBE = ROOT / "roles" / "verify" / "files" / "mnc_gpu_probe.py"
 
 
 def gpu_probe(args: list[str], timeout: float = 90, mpiexec: str | None = None):
-    """(rc, the probe's JSON document or None, stderr) of module_utils/mnc_gpu_probe.py ``args``."""
+    """(rc, the probe's JSON document or None, stderr) of roles/verify/files/mnc_gpu_probe.py ``args``."""
     argv = [sys.executable, str(GPU_PROBE), *args]
     if mpiexec:
         argv = [mpiexec, "-n", "2", *argv]

@@ -2,7 +2,7 @@
 
 mpi-host-send, mpi-cuda-aware, mpi-device-send, mpi-allreduce-host and
 mpi-allreduce-device (see device_check.py). Only the standard library; the
-probes are module_utils/mnc_gpu_probe.py's.
+probes are roles/verify/files/mnc_gpu_probe.py's.
 """
 
 from __future__ import annotations

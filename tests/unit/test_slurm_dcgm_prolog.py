@@ -6,7 +6,8 @@ records set as install.yml records them (`__slurm_node`), for a cluster with a G
 node (setting on and off) and for a CPU-only cluster; where this runs as root (CI), the role's
 tasks/dcgm-prolog.yml and tasks/dcgm-prolog-off.yml install and remove the prolog under a scratch
 directory. The program runs with the recorded real `dcgmi diag` outputs of tests/unit/fixtures/gpu
-(the parser is module_utils/mnc_dcgm.py, tested in test_gpu_parsers.py), on a PATH where `dcgmi`
+(the parser is module_utils/mnc_dcgm.py, tested in test_gpu_parsers.py; the drain rules are the
+health check's, roles/slurm/files/healthcheck/mnc_slurm_health.py), on a PATH where `dcgmi`
 and `scontrol` are stand-ins that print a recorded output and log their arguments. What slurmd
 does with the exit code (drain, requeue) is Slurm's; molecule/slurm runs slurmd without GPUs.
 """
@@ -30,6 +31,7 @@ from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "slurm"
+PROGRAM = ROLE / "files" / "dcgm-prolog" / "mncluster-dcgm-prolog.py"
 GPU = Path(__file__).parent / "fixtures" / "gpu"
 SLURM = Path(__file__).parent / "fixtures" / "slurm"
 PASS_DCGM3 = GPU / "dcgmi-diag-r3-pass-570-blackwell.txt"
@@ -47,28 +49,42 @@ INSTALLED = yaml.safe_load((ROLE / "tasks" / "dcgm-prolog.yml").read_text())
 
 def installed_files() -> dict[str, tuple[Path | None, str]]:
     """{file name in the prolog's directory: (the repository file it is, or None for the
-    settings; its mode)} from tasks/dcgm-prolog.yml's mnc_write_files task."""
+    settings; its mode)} from tasks/dcgm-prolog.yml's mnc_write_files task: a role file
+    (``lookup('ansible.builtin.file', 'dcgm-prolog/...')``, under files/) or a module_utils file
+    found through Ansible's module_utils path (``first_found`` over ``__slurm_module_utils``)."""
     task = next(t for t in INSTALLED if "mnc_write_files" in t)
     out = {}
     for f in task["mnc_write_files"]["files"]:
         name = f["dest"].removeprefix("{{ __slurm_dcgm_prolog_dir }}/")
-        m = re.search(r"lookup\('ansible\.builtin\.file', (?:role_path ~ )?'([^']+)'\)", f["content"])
+        role_file = re.fullmatch(
+            r"\{\{ lookup\('ansible\.builtin\.file', '([^'/][^']*)'\) \}\}\n", f["content"]
+        )
+        shared = re.fullmatch(
+            r"\{\{ lookup\('ansible\.builtin\.file', lookup\('ansible\.builtin\.first_found', '(\w+\.py)', "
+            r"paths=__slurm_module_utils\)\) \}\}\n",
+            f["content"],
+        )
         src = None
-        if m:
-            src = (ROLE / "files" / m.group(1)) if not m.group(1).startswith("/") else ROLE / m.group(1)[1:]
-            src = src.resolve()
+        if role_file:
+            src = ROLE / "files" / role_file.group(1)
+        elif shared:
+            src = ROOT / "module_utils" / shared.group(1)
+        else:
+            assert "lookup(" not in f["content"], f["content"]  # the settings: no file read
         out[name] = (src, f.get("mode", "0644"))
     return out
 
 
 def test_the_role_installs_the_program_and_every_module_it_imports():
     files = installed_files()
-    assert files["mncluster-dcgm-prolog"] == (ROLE / "files" / "mncluster-dcgm-prolog.py", "0755")
-    program = (ROLE / "files" / "mncluster-dcgm-prolog.py").read_text()
-    imported = set(re.findall(r"^import (mnc_\w+)", program, re.M))
+    assert files["mncluster-dcgm-prolog"] == (PROGRAM, "0755")
+    imported = set(re.findall(r"^import (mnc_\w+)", PROGRAM.read_text(), re.M))
     assert imported == {"mnc_dcgm", "mnc_slurm_health"}
-    for module in imported:
-        assert files[f"{module}.py"] == ((ROOT / "module_utils" / f"{module}.py").resolve(), "0644")
+    # the health check's drain rules, a role file; DCGM's parser, verify's one copy in module_utils
+    assert files["mnc_slurm_health.py"] == (ROLE / "files" / "healthcheck" / "mnc_slurm_health.py", "0644")
+    assert files["mnc_dcgm.py"] == (ROOT / "module_utils" / "mnc_dcgm.py", "0644")
+    for src, _mode in files.values():
+        assert src is None or src.is_file(), src
     assert files["settings.json"][0] is None
     # root's directory, root's mode, never under a path a user may write
     directory = INSTALLED[0]["ansible.builtin.file"]
@@ -224,7 +240,7 @@ def test_the_role_installs_root_owned_files_and_turning_it_off_removes_them(rend
     assert sorted(p.name for p in directory.iterdir()) == sorted(installed_files())
     program = directory / "mncluster-dcgm-prolog"
     assert (program.stat().st_uid, stat.S_IMODE(program.stat().st_mode)) == (0, 0o755)
-    assert program.read_text() == (ROLE / "files" / "mncluster-dcgm-prolog.py").read_text()
+    assert program.read_text() == PROGRAM.read_text()
     settings = json.loads((directory / "settings.json").read_text())
     assert settings == {"node": "gpu1", "gpus": 2, "level": 1, "timeout": 120}
     assert json.loads((out / "cpu1" / "dcgm-prolog" / "settings.json").read_text())["gpus"] == 0

@@ -1,6 +1,7 @@
-"""The Slurm health check's rules (module_utils/mnc_slurm_health.py): drain with our reason,
-resume only our drains, leave an administrator's. The program under slurmd, the whole cycle,
-is molecule/slurm's (tests/test_slurm.py)."""
+"""The Slurm health check's rules (roles/slurm/files/healthcheck/mnc_slurm_health.py, a file of the
+role the nodes run; pyproject.toml puts its directory on the tests' path): drain with our
+reason, resume only our drains, leave an administrator's. The program under slurmd, the whole
+cycle, is molecule/slurm's (tests/test_slurm.py)."""
 
 from __future__ import annotations
 

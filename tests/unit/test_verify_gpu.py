@@ -1,5 +1,5 @@
 """verify's GPU checks (module_utils/mnc_verify.py check_gpu, over mnc_verify_gpu.py and
-mnc_verify_gpu_cluster.py, of module_utils/mnc_gpu_probe.py's output).
+mnc_verify_gpu_cluster.py, of roles/verify/files/mnc_gpu_probe.py's output).
 
 No GPU here: the probe runs for real on this machine's Python (no CuPy), which
 is exactly a GPU-mode node whose CUDA is not usable, and under a real
@@ -25,7 +25,7 @@ import mnc_verify as v
 import mnc_verify_gpu as vgpu
 import mnc_verify_render as vrender
 
-PROBE = ROOT / "module_utils" / "mnc_gpu_probe.py"
+PROBE = ROOT / "roles" / "verify" / "files" / "mnc_gpu_probe.py"
 needs_mpiexec = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec on this host")
 
 

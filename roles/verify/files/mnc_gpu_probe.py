@@ -6,9 +6,10 @@ is a finding in the JSON, not a crash). Only the standard library is
 imported at start; CuPy, Chainer and mpi4py are imported by the probes, so a
 missing or broken package is that probe's ``error``. Used by
 
-* roles/verify (copied to the nodes beside its other check programs): ``node``
-  on every GPU-mode node, ``nccl-allreduce`` and ``send gpu`` across the nodes
-  from the launcher (one rank per node); module_utils/mnc_verify.py judges
+* roles/verify, whose file it is (copied to the nodes beside its other
+  check programs): ``node`` on every GPU-mode node, ``nccl-allreduce`` and
+  ``send gpu`` across the nodes from the launcher (one rank per node);
+  module_utils/mnc_verify.py judges
   the output (``check_gpu``, over mnc_verify_gpu.py and mnc_verify_gpu_cluster.py);
 * scripts/device_check.py (one machine): ``cuda``, ``cudnn``, ``chainer``,
   ``nccl-allreduce`` (a single rank), ``send cpu|gpu`` and ``allreduce cpu|gpu``

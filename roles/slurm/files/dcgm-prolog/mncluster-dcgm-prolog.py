@@ -1,16 +1,18 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -Es
 """mncluster's DCGM prolog (slurm.conf Prolog with slurm_dcgm_prolog; roles/slurm installs it as
-/usr/local/lib/mncluster/dcgm-prolog/mncluster-dcgm-prolog). slurmd runs it as root on every node
-of a job before the job starts there (PrologFlags=Alloc).
+/usr/local/lib/mncluster/dcgm-prolog/mncluster-dcgm-prolog, beside the modules it imports: Python
+puts the program's own directory first on its path; -E and -s keep PYTHON* variables and a user
+site out). slurmd runs it as root on every node of a job before the job starts there
+(PrologFlags=Alloc).
 
 On a node with GPUs (settings.json beside it, written by roles/slurm) it runs
 ``dcgmi diag -r <level>`` within ``timeout`` seconds and reads its table with
-module_utils/mnc_dcgm.py (copied beside it). A pass exits 0. A failure (a test that says Fail,
-dcgmi exiting non-zero, no result table, dcgmi missing or hanging) drains the node with
-"mncluster dcgm: <the failing test or why>" as the reason (module_utils/mnc_slurm_health.py's
-decide_dcgm: an administrator's drain is kept) and exits 1: Slurm then requeues the job. A node
-without GPUs (a CPU node of a cluster with GPU nodes: slurm.conf is the same everywhere) exits 0
-at once.
+mnc_dcgm.py (module_utils/mnc_dcgm.py, verify's parser, copied beside it). A pass exits 0. A
+failure (a test that says Fail, dcgmi exiting non-zero, no result table, dcgmi missing or hanging)
+drains the node with "mncluster dcgm: <the failing test or why>" as the reason (the health check's
+rules, mnc_slurm_health.py's decide_dcgm: an administrator's drain is kept) and exits 1: Slurm then
+requeues the job. A node without GPUs (a CPU node of a cluster with GPU nodes: slurm.conf is the
+same everywhere) exits 0 at once.
 
 Prologs of jobs starting together on one node take turns (a lock, waited on for a bounded time);
 one that waited while another ran the diagnostic takes that result. It runs root's own programs
@@ -28,12 +30,10 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
 import mnc_dcgm
 import mnc_slurm_health as rules
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 SETTINGS = os.path.join(HERE, "settings.json")
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -67,7 +67,7 @@ def run(argv, timeout, path):
 
 
 def judge(rc, out, why, level, timeout):
-    """The failures of one ``dcgmi diag`` run: the failed tests (module_utils/mnc_dcgm.py), or why
+    """The failures of one ``dcgmi diag`` run: the failed tests (mnc_dcgm.py), or why
     there is no result; empty when it passed."""
     argv = f"dcgmi diag -r {level}"
     if rc == 127:

@@ -9,7 +9,7 @@ by roles/slurm): the shared directories mounted, the MPI prefix the openmpi role
 present, and with GPUs the GPUs answering in the number slurmd was configured with, persistence
 mode, no uncorrectable ECC error or pending remapping, the nvidia-uvm nodes, no new Xid since
 the last pass. A failure drains the node with "mncluster: <the failing check>" as the reason; a
-pass resumes it only where that reason is ours (module_utils/mnc_slurm_health.py decides). It
+pass resumes it only where that reason is ours (mnc_slurm_health.py decides). It
 runs root's own programs only (system PATH), each bounded; what it did goes to
 /var/lib/mncluster/healthcheck/last.json. Run by hand, it does the same and prints it.
 """
