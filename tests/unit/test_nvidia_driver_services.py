@@ -1,5 +1,5 @@
 """roles/nvidia_driver's services (fabric manager, persistence daemon), decided and rendered for
-Debian 12, Ubuntu 22.04 and 24.04 without a GPU.
+Debian 12 and 13, Ubuntu 22.04 and 24.04 without a GPU.
 
 The real task files run with ansible-playbook on localhost, each distribution's facts and PCI
 listing injected: tasks/services-plan.yml (pure: decides and refuses) and, for the nvidia_repo
@@ -26,7 +26,7 @@ MATRIX = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main" / "cuda.
 BRANCH, VERSION = MATRIX["stack_cuda_driver_branch"], MATRIX["stack_cuda_driver_version"]
 # NVIDIA's repository names it nvidia-fabricmanager-<branch> up to 570, nvidia-fabricmanager from 575 on.
 FABRICMANAGER = f"nvidia-fabricmanager-{BRANCH}" if int(BRANCH) < 575 else "nvidia-fabricmanager"
-DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
+DISTROS = ["debian12", "debian13", "ubuntu2204", "ubuntu2404"]
 
 # lspci -n of an 8-GPU HGX A100 board (GPUs 0302, NVSwitches 0680), and of a PCIe GPU server.
 HGX = "\n".join(
@@ -116,6 +116,7 @@ CASES = [
         for d in ("ubuntu2204", "ubuntu2404")
     ],
     _case("pcie-distro-debian12", "debian12", PCIE, nvidia_driver_install_method="distro"),
+    _case("pcie-distro-debian13", "debian13", PCIE, nvidia_driver_install_method="distro"),
     _case("pcie-forced", "ubuntu2204", PCIE, nvidia_driver_fabricmanager="always"),
     _case(
         "hgx-never", "ubuntu2404", HGX, nvidia_driver_fabricmanager="never", nvidia_driver_persistenced=False
@@ -125,6 +126,7 @@ CASES = [
     # refused
     _case("cpu-forced", "debian12", "", mnc_use_gpu=False, nvidia_driver_fabricmanager="always"),
     _case("hgx-distro-debian12", "debian12", HGX, nvidia_driver_install_method="distro"),
+    _case("hgx-distro-debian13", "debian13", HGX, nvidia_driver_install_method="distro"),
 ]
 
 
@@ -160,7 +162,7 @@ def test_nvswitch_board_gets_the_fabric_manager_at_the_drivers_release(decided, 
     assert pd["state"] == "enabled"
     # NVIDIA's repository follows each distribution's own package names
     assert pd["package"] == (
-        "nvidia-persistenced" if distro == "debian12" else f"nvidia-compute-utils-{BRANCH}"
+        "nvidia-persistenced" if distro.startswith("debian") else f"nvidia-compute-utils-{BRANCH}"
     )
     assert got["packages"] == [
         {"name": fm["package"], "version": f"{VERSION}*"},
@@ -177,7 +179,7 @@ def test_the_rendered_pin_of_the_fabric_manager_is_the_drivers(decided, distro):
     driver = _pins((prefs / "mncluster-nvidia-driver").read_text())
     services = _pins((prefs / "mncluster-nvidia-driver-services").read_text())
     assert driver[f"cuda-drivers-{BRANCH}"] == f"{VERSION}*"
-    persistenced = "nvidia-persistenced" if distro == "debian12" else f"nvidia-compute-utils-{BRANCH}"
+    persistenced = "nvidia-persistenced" if distro.startswith("debian") else f"nvidia-compute-utils-{BRANCH}"
     fabricmanager = FABRICMANAGER
     assert services == {fabricmanager: f"{VERSION}*", persistenced: f"{VERSION}*"}
     assert services[fabricmanager] == driver[f"cuda-drivers-{BRANCH}"]
@@ -198,8 +200,9 @@ def test_ubuntus_fabric_manager_takes_the_installed_drivers_upstream_release(dec
     ]
 
 
-def test_a_pcie_server_needs_no_fabric_manager(decided):
-    got = decided[0]["pcie-distro-debian12"]
+@pytest.mark.parametrize("distro", ["debian12", "debian13"])
+def test_a_pcie_server_needs_no_fabric_manager(decided, distro):
+    got = decided[0][f"pcie-distro-{distro}"]
     fm = got["plan"]["nvidia-fabricmanager"]
     assert fm["state"] == "absent" and "no NVSwitch on the PCI bus" in fm["reason"], fm
     assert got["packages"] == [{"name": "nvidia-persistenced", "version": ""}]
@@ -238,10 +241,11 @@ def test_a_fabric_manager_forced_on_a_cpu_node_is_refused(decided):
     assert "CPU mode (mnc_use_gpu false" in msg and "Nothing was changed" in msg
 
 
-def test_debian_ships_no_fabric_manager(decided):
-    msg = decided[0]["hgx-distro-debian12"]["failed"]
+@pytest.mark.parametrize("distro", ["debian12", "debian13"])
+def test_debian_ships_no_fabric_manager(decided, distro):
+    msg = decided[0][f"hgx-distro-{distro}"]["failed"]
     assert "6 NVSwitch(es) on the PCI bus" in msg
-    assert "debian12 ships none" in msg and "nvidia_driver_install_method: nvidia_repo" in msg
+    assert f"{distro} ships none" in msg and "nvidia_driver_install_method: nvidia_repo" in msg
 
 
 def test_the_persistenced_drop_in_switches_persistence_mode_on():

@@ -1,4 +1,4 @@
-"""roles/rdma decided, rendered and checked for Debian 12, Ubuntu 22.04 and 24.04 without an adapter.
+"""roles/rdma decided, rendered and checked for Debian 12 and 13, Ubuntu 22.04 and 24.04 without an adapter.
 
 The real task files run with ansible-playbook on localhost: tasks/plan.yml (pure: decides and
 refuses) and tasks/files.yml with the role's render hook (rdma_render_root), which writes the
@@ -17,7 +17,7 @@ import pytest
 from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
+DISTROS = ["debian12", "debian13", "ubuntu2204", "ubuntu2404"]
 PACKAGES = ["rdma-core", "ibverbs-providers", "ibverbs-utils", "rdmacm-utils", "infiniband-diags", "perftest"]
 LIMITS = "etc/security/limits.d/90-mncluster-memlock.conf"
 SYSTEMD = "etc/systemd/system.conf.d/90-mncluster-memlock.conf"

@@ -1,5 +1,6 @@
-"""State the `common` role leaves on a node, checked from outside with testinfra; the
-account-clash cases run the real converge again against the molecule inventory."""
+"""State the `common` role leaves on a node, checked from outside with testinfra, on a Debian 12
+and a Debian 13 node; the account-clash cases run the real converge again against the molecule
+inventory (once, against the Debian 12 node: they test the roles' refusals, not the release)."""
 
 import json
 import os
@@ -13,6 +14,25 @@ from ansible_env import podman_hosts, run_playbook
 
 # One `podman exec` per check (tests/unit/ansible_env.py).
 testinfra_hosts = podman_hosts("all")
+
+# The scenario's nodes: {name: (private address, Debian major)}.
+NODES = {"mnc-default-node": ("10.89.81.11", "12"), "mnc-default-trixie": ("10.89.81.12", "13")}
+# The node the cases that run playbooks again use; they run once, limited to it.
+FIRST = "mnc-default-node"
+LIMIT = ("--limit", FIRST)
+
+
+def _once(host):
+    """Skip a case that runs playbooks again on every node but the first (it runs once)."""
+    if host.backend.hostname != FIRST:
+        pytest.skip(f"runs once, against {FIRST}")
+
+
+def test_node_runs_its_debian_release(host):
+    # The image is the release the scenario says: bookworm (12) and trixie (13).
+    major = NODES[host.backend.hostname][1]
+    assert host.file("/etc/debian_version").content_string.split(".")[0].strip() == major
+    assert host.system_info.distribution == "debian"
 
 
 def test_node_runs_systemd(host):
@@ -40,8 +60,9 @@ def test_mpi_user_and_work_dir(host):
 
 
 def test_hosts_entry_for_private_address(host):
+    name = host.backend.hostname
     hosts = host.file("/etc/hosts").content_string
-    assert "10.89.81.11 mnc-default-node" in hosts
+    assert f"{NODES[name][0]} {name}" in hosts
 
 
 def test_cpu_mode_without_gpu(host):
@@ -60,9 +81,10 @@ def test_cpu_mode_without_gpu(host):
 )
 @pytest.mark.battery("node: an mnc_mpi_user that clashes with an existing account")
 def test_an_mpi_user_that_clashes_is_refused_before_any_change(host, extra, message):
+    _once(host)
     accounts = host.check_output("getent passwd; getent group")
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    proc, _ = run_playbook(Path(__file__).parents[1] / "converge.yml", "-e", json.dumps(extra),
+    proc, _ = run_playbook(Path(__file__).parents[1] / "converge.yml", "-e", json.dumps(extra), *LIMIT,
                            inventory=inventory)  # fmt: skip
     out = proc.stdout
     assert proc.returncode != 0 and message in out, out[-3000:]
@@ -78,25 +100,33 @@ TOUCHED = (
 )
 
 
-def _check_run(host, *extra):
-    """converge.yml with --check --diff: (process, {task name: [result per host]}, listing before, after)."""
-    before = host.run(TOUCHED).stdout
+def _touched():
+    """TOUCHED on every node of the scenario, {node: listing}."""
+    return {node: _sh(TOUCHED, node=node) for node in NODES}
+
+
+def _check_run(*extra):
+    """converge.yml with --check --diff on every node: (process, {task name: [result per host]},
+    listings before, after)."""
+    before = _touched()
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     proc, _ = run_playbook(Path(__file__).parents[1] / "converge.yml", "--check", "--diff", *extra,
                            inventory=inventory)  # fmt: skip
-    return proc, _tasks(proc), before, host.run(TOUCHED).stdout
+    return proc, _tasks(proc), before, _touched()
 
 
 def test_a_check_run_on_the_converged_node_reports_no_change(host):
     # Drift detection: on a converged node `--check --diff` reports changed=0, runs the read-only
     # probes (a skipped GPU count would decide CPU mode on a GPU node and report the recorded
-    # mode as a change) and writes nothing.
-    proc, tasks, before, after = _check_run(host)
+    # mode as a change) and writes nothing. One run over both nodes (Debian 12 and 13).
+    _once(host)
+    proc, tasks, before, after = _check_run()
     assert proc.returncode == 0, proc.tail(3000)
     stats = proc.recap()
+    assert sorted(stats) == sorted(NODES), stats
     assert all(s["changed"] == 0 and s["failures"] == 0 for s in stats.values()), stats
     probe = tasks["Count NVIDIA 3D/VGA controllers"]
-    assert probe and not any(r.get("skipped") for r in probe), probe
+    assert len(probe) == len(NODES) and not any(r.get("skipped") for r in probe), probe
     assert after == before
 
 
@@ -104,8 +134,9 @@ def test_a_check_run_for_an_mpi_user_not_created_yet_changes_nothing(host):
     # What a fresh node looks like to `common` in check mode: the account does not exist yet, so
     # the work directory cannot be made as it (sudo to an unknown user). The check says so,
     # reports the account as a change, and creates nothing.
-    proc, tasks, before, after = _check_run(host, "-e", json.dumps({"mnc_mpi_user": "mnccheck",
-                                                                   "mnc_mpi_user_uid": 2100}))  # fmt: skip
+    _once(host)
+    fresh = json.dumps({"mnc_mpi_user": "mnccheck", "mnc_mpi_user_uid": 2100})
+    proc, tasks, before, after = _check_run("-e", fresh, *LIMIT)
     assert proc.returncode == 0, proc.tail(3000)
     assert "check mode: mnccheck does not exist on mnc-default-node yet" in proc.stdout
     assert any(r.get("changed") for r in tasks["Create the MPI user"])
@@ -118,6 +149,7 @@ def test_a_check_run_of_site_yml_on_a_node_without_the_mpi_user_changes_nothing(
     # the base stage says what it would change, every later stage stops for the node saying why
     # (they run as that user), verify measures nothing, the benchmark plans nothing; rc 0 and
     # nothing touched. site.yml's plays are on mnc_nodes: the node joins that group here.
+    _once(host)
     (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     before = host.run(TOUCHED).stdout
@@ -143,9 +175,9 @@ def _tasks(proc):
     return tasks
 
 
-def _sh(script, stdin=None):
-    """A root shell command in the node's container (``stdin``: its input); its stdout, stripped."""
-    proc = subprocess.run(["podman", "exec", "-i", "mnc-default-node", "sh", "-c", script], input=stdin,
+def _sh(script, stdin=None, node=FIRST):
+    """A root shell command in a node's container (``stdin``: its input); its stdout, stripped."""
+    proc = subprocess.run(["podman", "exec", "-i", node, "sh", "-c", script], input=stdin,
                           capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
     return proc.stdout.strip()
 
@@ -170,13 +202,14 @@ def test_more_slots_than_gpus_is_refused_before_any_change(host):
     """A GPU node (two NVIDIA 3D controllers in lspci: a stand-in lspci ahead of the real one on
     PATH) with mnc_slots_per_node 4: common refuses it as soon as the GPUs are counted, naming the
     node, the variable and the count, before it records the mode or creates anything."""
+    _once(host)
     _plant_program("/usr/local/bin/lspci", FAKE_LSPCI)
     try:
         assert _sh("lspci -n | grep -c ' 10de:'") == "2"
         before = host.run(TOUCHED).stdout
         inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
         proc, wall = run_playbook(Path(__file__).parents[1] / "converge.yml", "-e", "mnc_slots_per_node=4",
-                                  inventory=inventory)  # fmt: skip
+                                  *LIMIT, inventory=inventory)  # fmt: skip
         out = proc.stdout
         assert proc.returncode != 0, out[-3000:]
         named = "mnc-default-node: mnc_slots_per_node: 4 ranks per node but the node has 2 GPU(s)"
@@ -211,13 +244,14 @@ def test_a_failing_nvidia_smi_without_a_driver_change_does_not_reboot(host):
     """nvidia_driver_reboot: true and nvidia-smi failing (a GPU off the bus, then a version
     mismatch the role did not cause): the role reboots nothing, where it once rebooted on any
     nvidia-smi failure. A real run, over SSH (a remote node, which the role would reboot)."""
+    _once(host)
     started = _pid1_start()
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     playbook = Path(__file__).parents[1] / "driver_reboot_only.yml"
     try:
         for output, rc in ((OFF_THE_BUS, 255), (MISMATCH, 18)):
             _fake_smi(output, rc)
-            proc, _ = run_playbook(playbook, inventory=inventory, timeout=300)
+            proc, _ = run_playbook(playbook, *LIMIT, inventory=inventory, timeout=300)
             assert proc.returncode == 0, proc.tail(3000)
             tasks = _tasks(proc)
             probe = tasks["Ask nvidia-smi whether the installed driver is the loaded one"]
@@ -234,13 +268,14 @@ def test_a_failing_nvidia_smi_without_a_driver_change_does_not_reboot(host):
 def test_a_driver_change_that_needs_the_new_module_plans_the_reboot(host):
     """The driver changed in this run and NVML reports the mismatch: a reboot is what loads the
     new module. --check plans it (the reboot task reports the change) and reboots nothing."""
+    _once(host)
     started = _pid1_start()
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     _fake_smi(MISMATCH, 18)
     try:
         playbook = Path(__file__).parents[1] / "driver_reboot_only.yml"
         changed = ["-e", "mnc_test_driver_changed=true"]
-        proc, _ = run_playbook(playbook, "--check", *changed, inventory=inventory)
+        proc, _ = run_playbook(playbook, "--check", *changed, *LIMIT, inventory=inventory)
         assert proc.returncode == 0, proc.tail(3000)
         tasks = _tasks(proc)
         reboot = tasks["Reboot into the new driver"]
@@ -266,6 +301,7 @@ def test_links_planted_in_the_work_directory_are_not_followed_by_root(host, tmp_
     with a root-only file: verify.yml and benchmark.yml write their programs (root's own copies)
     and run, and the link's target keeps its owner, mode and content. Reproduces issue 16's
     attack, where verify.yml left the target owned by the MPI user with the checks in it."""
+    _once(host)
     (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
     inventory = [Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, tmp_path / "nodes.yml"]
     _sh(f"install -d -o root -g root -m 0750 {VICTIM} && cat > {VICTIM}/secret && chmod 0600 {VICTIM}/secret",
@@ -307,6 +343,7 @@ def test_a_work_directory_link_outside_the_home_is_refused_and_its_target_unchan
     link to a root-only directory, then base.yml runs with mnc_work_dir there. The builtin file
     module (follow: true by default) made the target mpiuser's, mode 0755; now the run fails,
     naming the link, and the target keeps its owner, mode and content."""
+    _once(host)
     (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
     inventory = [Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, tmp_path / "nodes.yml"]
     _sh(f"install -d -o root -g root -m 0700 {CANARY} && cat > {CANARY}/secret && chmod 0600 {CANARY}/secret"
@@ -333,6 +370,7 @@ def test_a_usercustomize_of_the_mpi_user_runs_in_no_module(host, tmp_path):
     module as that user) started Python with the user's site directory, where a
     usercustomize.py it planted ran inside the module and could add ansible_facts to its
     result, which later root stages read. The stage plays now set PYTHONNOUSERSITE."""
+    _once(host)
     (tmp_path / "nodes.yml").write_text("mnc_nodes:\n  hosts:\n    mnc-default-node:\n")
     inventory = [Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, tmp_path / "nodes.yml"]
     site = _sh("su -s /bin/sh mpiuser -c 'python3 -m site --user-site'")

@@ -11,9 +11,21 @@ from ansible_env import podman_hosts
 # One `podman exec` per check (tests/unit/ansible_env.py).
 testinfra_hosts = podman_hosts("all")
 
-DISTROS = ["debian12", "ubuntu2204", "ubuntu2404"]
+DISTROS = ["debian12", "debian13", "ubuntu2204", "ubuntu2404"]
 KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos"
+# The key NVIDIA signs each repository with: 3bf863cc, and 8793F200 for debian13 alone.
+FINGERPRINTS = {
+    "debian12": "EB693B3035CD5710E231E123A4B469963BF863CC",
+    "debian13": "02182E60104FCDC26EAE1B8597A5D4CB8793F200",
+    "ubuntu2204": "EB693B3035CD5710E231E123A4B469963BF863CC",
+    "ubuntu2404": "EB693B3035CD5710E231E123A4B469963BF863CC",
+}
+
+
+def _persistenced(distro):
+    """The persistence daemon's package in NVIDIA's repository: Debian's name or Ubuntu's."""
+    return "nvidia-persistenced" if distro.startswith("debian") else "nvidia-compute-utils-580"
 
 
 def _file(host, distro, path):
@@ -47,7 +59,9 @@ def test_keyring_package_and_fingerprint(host, distro):
     record = json.loads(_file(host, distro, "/etc/apt/mncluster-cuda-keyring.json"))
     assert record["url"] == f"{NVIDIA}/{distro}/x86_64/cuda-keyring_1.1-1_all.deb"
     assert record["keyring"] == KEYRING
-    assert record["fingerprint"] == "EB693B3035CD5710E231E123A4B469963BF863CC"
+    assert record["fingerprint"] == FINGERPRINTS[distro]
+    assert record["name"] == "cuda-keyring" and record["filename"] == "cuda-keyring_1.1-1_all.deb"
+    assert record["version"] == f"1.1-1-{distro}"
 
 
 @pytest.mark.parametrize("distro", DISTROS)
@@ -95,7 +109,7 @@ def test_holds_listed(host, distro):
             "datacenter-gpu-manager-4-cuda12",
             # the driver's services (NVSwitch board), at the driver's release
             "nvidia-fabricmanager",
-            "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-580",
+            _persistenced(distro),
         ]
     )
 
@@ -104,7 +118,7 @@ def test_holds_listed(host, distro):
 def test_fabric_manager_pinned_to_the_drivers_release(host, distro):
     driver = _pins(_file(host, distro, "/etc/apt/preferences.d/mncluster-nvidia-driver"))
     services = _pins(_file(host, distro, "/etc/apt/preferences.d/mncluster-nvidia-driver-services"))
-    persistenced = "nvidia-persistenced" if distro == "debian12" else "nvidia-compute-utils-580"
+    persistenced = _persistenced(distro)
     assert services == {
         "nvidia-fabricmanager": ("version 580.95.05*", "1001"),
         persistenced: ("version 580.95.05*", "1001"),
