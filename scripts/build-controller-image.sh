@@ -21,13 +21,14 @@ PIP="${MNC_PIP:-pip}"
 [ -n "${MNC_PIP:-}" ] || [ ! -x .venv/bin/pip ] || PIP=.venv/bin/pip
 fp=$(cat "$PINS" "$0" | sha256sum | cut -c1-16)
 
+# The Debian 13 node image first: the default scenario's trixie node runs it too.
+MNC_IMAGE_SUITE=trixie bash scripts/build-node-image.sh "$BASE"
 have=$(podman image inspect --format '{{ index .Labels "mncluster.fingerprint" }}' "$IMAGE" 2>/dev/null || true)
 if [ "${MNC_FORCE_IMAGE:-0}" != 1 ] && [ "$have" = "$fp" ]; then
     echo "controller image $IMAGE already present (fingerprint $fp; MNC_FORCE_IMAGE=1 rebuilds it)"
     exit 0
 fi
 start=$(date +%s)
-MNC_IMAGE_SUITE=trixie bash scripts/build-node-image.sh "$BASE"
 
 ctx="$(mktemp -d /var/tmp/mncluster-controller.XXXXXX)"
 trap 'rm -rf "$ctx"' EXIT
