@@ -19,6 +19,9 @@ description:
     task runs as that user. It writes as the user the task runs as and sets no owner. Never
     point it, as root, into a directory another user can write.
   - Missing parent directories are created (mode C(dir_mode)).
+  - The directories listed in C(dirs) are made, or their mode and owner corrected, before the files are
+    written, in the same module run (a role's directory and its files in one task, where a
+    C(ansible.builtin.file) task before it costs one more module run on every node).
   - Supports check mode and diff mode.
 options:
   files:
@@ -46,6 +49,24 @@ options:
             the site may have written (a C(slurm.conf)), so that nothing it wrote is lost.
         type: bool
         default: false
+  dirs:
+    description:
+      - Directories made (missing parents with C(dir_mode)) or corrected, before any file is written.
+      - Each ends up a directory with the given mode, owned by the user and group the task runs as
+        (as root an existing directory of another owner is given to root; as another user one it does
+        not own is refused). A link or another kind of file at the path is refused, never followed.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the directory.
+        type: path
+        required: true
+      mode:
+        description: Mode of the directory, octal as a string (C("0755")).
+        type: str
+        default: "0755"
   dir_mode:
     description: Mode of the parent directories it creates.
     type: str
@@ -72,7 +93,8 @@ backup_files:
   type: list
   elements: str
 changed_files:
-  description: The files that were (or, in check mode, would be) replaced.
+  description: The files that were (or, in check mode, would be) replaced, and the directories of
+    C(dirs) that were (or would be) made or corrected.
   returned: always
   type: list
   elements: str
@@ -133,11 +155,47 @@ def _write(dest, data, mode):
         raise
 
 
-def run(files, dir_mode_text, check_mode=False, backup=None):
+def _ensure_dir(path, mode, dir_mode, check_mode):
+    """Make ``path`` a directory of ``mode`` owned by the effective user and group; True when it
+    changed (or would). A link or non-directory there is refused (ValueError), never followed."""
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not check_mode:
+            _make_dirs(os.path.dirname(path), dir_mode)
+            os.mkdir(path, mode)
+            os.chmod(path, mode)
+        return True
+    if not stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"dirs: {path} is a link or not a directory; refused, not followed")
+    wrong_owner = st.st_uid != uid or st.st_gid != gid
+    if wrong_owner and uid != 0 and st.st_uid != uid:
+        raise ValueError(f"dirs: {path} belongs to uid {st.st_uid}, not to the task's user (uid {uid})")
+    if stat.S_IMODE(st.st_mode) == mode and not wrong_owner:
+        return False
+    if not check_mode:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            if wrong_owner:
+                os.fchown(fd, uid, gid)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    return True
+
+
+def run(files, dir_mode_text, check_mode=False, backup=None, dirs=()):
     """Compare and write; returns (changed_files, diffs, backup_files). ``backup(path)`` copies a
-    file aside and returns the copy's path (AnsibleModule.backup_local). Raises ValueError on bad
-    input."""
+    file aside and returns the copy's path (AnsibleModule.backup_local). ``dirs`` ({path, mode})
+    are made or corrected first. Raises ValueError on bad input."""
     dir_mode = _mode(dir_mode_text, "dir_mode")
+    dir_plan = []
+    for item in dirs or ():
+        path = (item.get("path") or "").rstrip("/")
+        if not os.path.isabs(path or "relative"):
+            raise ValueError(f"dirs: {item.get('path')!r} must be an absolute path")
+        dir_plan.append((path, _mode(item.get("mode") or "0755", path)))
     plan = []
     seen = set()
     for item in files:
@@ -152,6 +210,9 @@ def run(files, dir_mode_text, check_mode=False, backup=None):
         plan.append((dest, str(item["content"]).encode("utf-8"), _mode(item.get("mode") or "0644", dest),
                      bool(item.get("backup"))))
     changed, diffs, backups = [], [], []
+    for path, mode in dir_plan:
+        if _ensure_dir(path, mode, dir_mode, check_mode):
+            changed.append(path)
     for dest, data, mode, keep in plan:
         before, before_mode = _current(dest)
         if before == data and before_mode == mode:
@@ -185,13 +246,22 @@ def main():
                     "backup": {"type": "bool", "default": False},
                 },
             },
+            "dirs": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "mode": {"type": "str", "default": "0755"},
+                },
+            },
             "dir_mode": {"type": "str", "default": "0755"},
         },
         supports_check_mode=True,
     )
     try:
         changed, diffs, backups = run(module.params["files"], module.params["dir_mode"], module.check_mode,
-                                      module.backup_local)
+                                      module.backup_local, module.params["dirs"])
     except (ValueError, OSError) as exc:
         module.fail_json(msg=f"mnc_write_files: {exc}")
     result = {"changed": bool(changed), "changed_files": changed, "backup_files": backups}

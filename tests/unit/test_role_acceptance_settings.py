@@ -141,7 +141,9 @@ def test_benchmark_through_slurm_needs_the_clusters_slurm(tmp_path):
     inventory = benchmark_inventory(tmp_path, benchmark_launcher="slurm", mnc_scheduler="none")
     proc, _ = run_playbook(ACCEPTANCE["benchmark"], inventory=inventory)
     assert proc.returncode != 0
-    (refusal,) = results(proc, "Refuse the Slurm launcher on a cluster without Slurm")
+    (refusal,) = results(
+        proc, "Refuse a run limited to part of the cluster, or the Slurm launcher on a cluster without Slurm"
+    )
     assert refusal["msg"].startswith("benchmark_launcher is slurm but mnc_scheduler is none"), refusal
     assert not list((tmp_path / "lib" / "train").iterdir())  # nothing copied
     assert not (tmp_path / "reports").exists()

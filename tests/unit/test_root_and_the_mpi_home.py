@@ -48,6 +48,10 @@ RUNNERS = {"command", "shell", "script", "raw"}
 ALLOWED = {
     ("cuda/tasks/environment.yml", "Check for the MPI user's home directory"):
         "stat only (not a writer, listed for the record): reads metadata, writes nothing",
+    ("common/tasks/mpi_user.yml",
+     "Read the node's accounts and groups, and look at the MPI user's home and work directory"):
+        "reads metadata only (getent; test -d / -L and stat -c of the home and the work directory, no link"
+        " taken for one): opens, writes and runs nothing of the user's",
     ("openmpi/tasks/verify.yml", "Run 2 ranks as the MPI user from a non-interactive SSH-style shell"):
         "runuser runs the ranks as the user; root only changes into the home (chdir) to start it",
 }  # fmt: skip

@@ -91,3 +91,40 @@ def test_a_replaced_file_is_kept_as_a_backup_when_asked(tmp_path):
     second = run_module("mnc_write_files", {"files": files})
     assert second["changed"] is False and second["backup_files"] == [], second
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([dest.name, Path(kept).name])
+
+
+def test_dirs_are_made_or_corrected_with_the_files_in_one_run(tmp_path):
+    """`dirs`: a role's directory and its files in one module run; an existing directory's mode is
+    corrected (another role made it 0700), a second run changes nothing, check mode touches nothing."""
+    made, private = tmp_path / "opt/tools", tmp_path / "etc/mncluster"
+    private.mkdir(parents=True)
+    private.chmod(0o700)
+    args = {
+        "dirs": [{"path": str(made), "mode": "0750"}, {"path": str(private)}],
+        "files": [{"dest": str(made / "probe.py"), "content": "print(1)\n", "mode": "0755"}],
+    }
+    check = run_module("mnc_write_files", args, "--check")
+    assert check["changed_files"] == [str(made), str(private), str(made / "probe.py")], check
+    assert not made.exists() and oct(private.stat().st_mode & 0o7777) == "0o700"
+    first = run_module("mnc_write_files", args)
+    assert first["changed_files"] == [str(made), str(private), str(made / "probe.py")], first
+    assert oct(made.stat().st_mode & 0o7777) == "0o750"
+    assert oct(private.stat().st_mode & 0o7777) == "0o755"
+    assert (made / "probe.py").read_text() == "print(1)\n"
+    second = run_module("mnc_write_files", args)
+    assert second["changed"] is False and second["changed_files"] == [], second
+
+
+def test_a_link_or_file_in_dirs_is_refused_not_followed(tmp_path):
+    target = tmp_path / "target"
+    target.mkdir()
+    target.chmod(0o700)
+    link, plain = tmp_path / "link", tmp_path / "plain"
+    link.symlink_to(target)
+    plain.write_text("x\n")
+    for bad in (link, plain):
+        res = run_module("mnc_write_files", {"dirs": [{"path": str(bad)}], "files": [
+            {"dest": str(tmp_path / "f"), "content": "x\n"}]})  # fmt: skip
+        assert res.get("failed") is True and "refused" in res["msg"], res
+        assert not (tmp_path / "f").exists()
+    assert oct(target.stat().st_mode & 0o7777) == "0o700"

@@ -210,10 +210,15 @@ def test_the_key_scan_and_the_logins_report_every_peer(host):
     if host.backend.hostname != "mnc-wiring-2":
         pytest.skip("runs once, against its node")
     scan = _task_script("ssh_mesh/tasks/known_hosts.yml",
-                        "Scan every peer's host key over the private network", "__ssh_mesh_scan_script")
+                        "Read this node's own host key, and scan every peer's over the private network",
+                        "__ssh_mesh_scan_script")
     out = host.run(f"bash -c {scan} scan 1 ed25519 {' '.join([*NODES.values(), NOBODY])}")
     assert out.rc == 0, out.stderr
-    assert sorted(line.split()[0] for line in out.stdout.splitlines()) == sorted(NODES.values()), out.stdout
+    own, *scanned = out.stdout.splitlines()
+    # First its own host key, read from its file: the reference the peers' answers are checked against.
+    key = host.file("/etc/ssh/ssh_host_ed25519_key.pub").content_string.splitlines()[0]
+    assert own == f"own-host-key: {key}", out.stdout
+    assert sorted(line.split()[0] for line in scanned) == sorted(NODES.values()), out.stdout
     login = _task_script("ssh_mesh/tasks/verify.yml",
                          "Log in to every node over the private network without a prompt",
                          "__ssh_mesh_login_script")
