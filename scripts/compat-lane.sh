@@ -29,11 +29,14 @@ CACHE="${MNC_ARTIFACT_CACHE:-$HOME/.cache/mncluster/artifacts}"
 mkdir -p "$HOME/.ansible/tmp" "$CACHE"
 
 newest() {  # a command on the newest ansible-core, in the controller container
-    local tty=()
+    local tty=() v molecule_env=()
     [ -t 1 ] && tty=(-t)
+    # Called from a molecule step (the cluster scenario's verify), molecule's own variables
+    # name its files (its inventory reads the platforms through MOLECULE_FILE): pass them on.
+    for v in $(compgen -e | grep '^MOLECULE_'); do molecule_env+=(-e "$v"); done
     podman run --rm "${tty[@]}" --pull never --network host --name "mnc-compat-ctl-$$-$RANDOM" \
         -v "$PWD:$PWD" -v "$HOME/.ansible/tmp:$HOME/.ansible/tmp" -v "$CACHE:$CACHE" \
-        -e HOME="$HOME" -e MNC_ARTIFACT_CACHE="$CACHE" -e MNC_BATTERY_LOG \
+        -e HOME="$HOME" -e MNC_ARTIFACT_CACHE="$CACHE" -e MNC_BATTERY_LOG "${molecule_env[@]}" \
         -e ANSIBLE_FORCE_COLOR=0 -e PY_COLORS=0 -e ANSIBLE_NOCOLOR=1 \
         -w "$PWD" "$IMAGE" "$@"
 }
