@@ -46,7 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook and ansible beside this Python (the venv)
 
 
-
 @dataclass
 class Run:
     """What a finished run left: its status, exit code, Ansible's output and its events."""
