@@ -65,7 +65,7 @@ PLAY = """
         artifacts_fetch: {artifact}
         artifacts_fetch_dest: {dest}/
     - name: Write the manifest
-      mnc_artifact_manifest:
+      mncluster.core.mnc_artifact_manifest:
         cache: "{{{{ lookup('ansible.builtin.env', 'MNC_ARTIFACT_CACHE') }}}}"
         artifacts: [{artifact}]
         overrides: "{{{{ mnc_artifact_overrides | default({{}}) }}}}"

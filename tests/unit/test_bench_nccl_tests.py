@@ -10,13 +10,15 @@ import json
 import os
 from pathlib import Path
 
-import mnc_bench_markdown
-import mnc_bench_nccl
-import mnc_bench_report
-import mnc_nccl_tests
-import mnc_verdict
-import mnc_verify
 import pytest
+from ansible_collections.mncluster.core.plugins.module_utils import (
+    mnc_bench_markdown,
+    mnc_bench_nccl,
+    mnc_bench_report,
+    mnc_nccl_tests,
+    mnc_verdict,
+    mnc_verify,
+)
 from test_chainermn_benchmark_module import run_module
 from test_mnc_verdict import make_doc, stat
 from test_verify_gpu_health import gpu_node, ran
@@ -112,7 +114,7 @@ def test_the_recorded_run_reaches_report_json_and_report_md(verify_json, tmp_pat
     res = run_module(
         {"documents": gpu_documents(), "dest": str(tmp_path / "reports"), "timestamp": "20260103T000000Z",
          "launcher": "g1", "plots": False, "verify_json": str(verify_json), "cluster_nodes": ["g1", "g2"]},
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
     run = tmp_path / "reports" / "20260103T000000Z"
@@ -156,7 +158,7 @@ def test_no_verify_json_is_said_through_the_module(tmp_path):
     res = run_module(
         {"documents": gpu_documents(), "dest": str(tmp_path / "reports"), "timestamp": "20260103T000000Z",
          "plots": False, "verify_json": str(missing)},
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
     run = tmp_path / "reports" / "20260103T000000Z"

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_module(
-    args: dict, check: bool = False, module: str = "chainermn_benchmark", timeout: int = 300
+    args: dict, check: bool = False, module: str = "mncluster.core.chainermn_benchmark", timeout: int = 300
 ) -> dict:
     env = {
         "OMPI_ALLOW_RUN_AS_ROOT": "1",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc
-import mnc_gpu_arch
+from ansible_collections.mncluster.core.plugins.filter import mnc
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_gpu_arch
 
 # An HGX B200 board: 8 GPUs (10de:2901) and its NVSwitches (bridges, 0680), a NIC beside them.
 B200 = "\n".join(

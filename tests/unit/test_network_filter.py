@@ -1,8 +1,8 @@
 """filter_plugins/mnc.py mnc_network: the CIDR OpenMPI is pinned to (roles/mpi_network, verify.yml)."""
 
 
-import mnc as mnc_filters
 import pytest
+from ansible_collections.mncluster.core.plugins.filter import mnc as mnc_filters
 
 
 @pytest.mark.parametrize(

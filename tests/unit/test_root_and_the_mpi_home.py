@@ -179,11 +179,13 @@ LINT_CASES = {
         True,
     ),
     "files-under-home-as-root": (
-        {"name": "t", "mnc_write_files": {"files": [{"dest": "/etc/x"}, {"dest": "{{ __pyenv_root }}/v"}]}},
+        {"name": "t",
+         "mncluster.core.mnc_write_files": {"files": [{"dest": "/etc/x"}, {"dest": "{{ __pyenv_root }}/v"}]}},
         True,
     ),
     "files-under-home-as-user": (
-        {"name": "t", "mnc_write_files": {"files": [{"dest": "{{ __pyenv_root }}/version"}]}, **AS_USER},
+        {"name": "t", "mncluster.core.mnc_write_files": {"files": [{"dest": "{{ __pyenv_root }}/version"}]},
+         **AS_USER},
         False,
     ),
     "venv-python-shell-as-root": (
@@ -233,8 +235,8 @@ LINT_CASES = {
         True,
     ),
     "user-dir-module-as-root": (
-        {"name": "t",
-         "mnc_user_dir": {"path": "{{ mnc_work_dir }}", "owner": "u", "group": "u", "mode": "0755"}},
+        {"name": "t", "mncluster.core.mnc_user_dir": {
+            "path": "{{ mnc_work_dir }}", "owner": "u", "group": "u", "mode": "0755"}},
         False,
     ),
     "root-path": ({"name": "t", "ansible.builtin.file": {"path": "/etc/x", "state": "directory"}}, False),

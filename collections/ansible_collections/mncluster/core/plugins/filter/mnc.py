@@ -1,32 +1,27 @@
 """Jinja filters over mncluster's module_utils: one implementation of each idea.
 
-Playbooks and roles reach the pure helpers in module_utils/ through these
-filters (ansible.cfg: filter_plugins = filter_plugins), so a rule such as
+Playbooks and roles reach the pure helpers in the collection's module_utils through
+these filters (``mncluster.core.<filter>``), so a rule such as
 "an artifact override replaces the record's source" or "what a hostfile
 lists" lives in Python once, with its unit tests, and nowhere in Jinja.
 """
 
 import ipaddress
-import sys
-from pathlib import Path
 
-# Controller-side plugins cannot import a project's module_utils through
-# ansible.module_utils (that namespace is assembled for modules only).
-_MODULE_UTILS = str(Path(__file__).resolve().parents[1] / "module_utils")
-if _MODULE_UTILS not in sys.path:
-    sys.path.insert(0, _MODULE_UTILS)
-
-import mnc_artifacts
-import mnc_gpu_arch
-import mnc_gpu_matrix
-import mnc_hostfile
-import mnc_hw
-import mnc_packages
-import mnc_preflight
+from ansible_collections.mncluster.core.plugins.module_utils import (
+    mnc_artifacts,
+    mnc_gpu_arch,
+    mnc_gpu_matrix,
+    mnc_hostfile,
+    mnc_hw,
+    mnc_packages,
+    mnc_preflight,
+)
 
 
 def mnc_artifact_source(artifact, overrides=None):
-    """The artifact record after mnc_artifact_overrides: ``record | mnc_artifact_source(overrides)``."""
+    """The artifact record after mnc_artifact_overrides:
+    ``record | mncluster.core.mnc_artifact_source(overrides)``."""
     return mnc_artifacts.apply_override(artifact, overrides)
 
 
@@ -43,7 +38,8 @@ def mnc_hostfile_hosts(text, strict=True):
 
 
 def mnc_network(address, prefix):
-    """The network an address is on, as CIDR: ``'10.0.0.11' | mnc_network(24)`` is ``10.0.0.0/24``."""
+    """The network an address is on, as CIDR: ``'10.0.0.11' | mncluster.core.mnc_network(24)`` is
+    ``10.0.0.0/24``."""
     return str(ipaddress.ip_interface(f"{address}/{int(prefix)}").network)
 
 
@@ -54,7 +50,8 @@ def mnc_unsafe_names(values, kind="name"):
 
 def mnc_preflight_specs(roles_dir):
     """``[{role, entry, options}]`` of every ``<roles_dir>/*/meta/argument_specs.yml`` (every entry
-    point), defaults and required dropped: ``(playbook_dir ~ '/../roles') | mnc_preflight_specs``."""
+    point), defaults and required dropped:
+    ``(playbook_dir ~ '/../roles') | mncluster.core.mnc_preflight_specs``."""
     return mnc_preflight.role_specs(mnc_preflight.read_specs(roles_dir))
 
 
@@ -71,7 +68,7 @@ def mnc_preflight_names(names):
 
 def mnc_preflight_node(values, host, nodes=None):
     """Problems of one node's inventory values:
-    ``values | mnc_preflight_node(inventory_hostname, groups['mnc_nodes'])``."""
+    ``values | mncluster.core.mnc_preflight_node(inventory_hostname, groups['mnc_nodes'])``."""
     return mnc_preflight.node_problems(host, values, nodes)
 
 
@@ -87,19 +84,21 @@ def mnc_preflight_spec_problems(results, host):
 
 def mnc_slots_over_gpus(slots, host, variable, gpus):
     """In GPU mode, a rank count per node above the node's counted GPUs, named (empty: fine):
-    ``mnc_slots_per_node | mnc_slots_over_gpus(inventory_hostname, 'mnc_slots_per_node', mnc_gpu_count)``."""
+    ``mnc_slots_per_node
+    | mncluster.core.mnc_slots_over_gpus(inventory_hostname, 'mnc_slots_per_node', mnc_gpu_count)``."""
     return mnc_preflight.slots_over_gpus(host, variable, slots, gpus)
 
 
 def mnc_launcher_without_scheduler(launcher, host, scheduler):
     """``benchmark_launcher: slurm`` on a cluster without Slurm, named (empty: fine):
-    ``benchmark_launcher | mnc_launcher_without_scheduler(inventory_hostname, mnc_scheduler)``."""
+    ``benchmark_launcher
+    | mncluster.core.mnc_launcher_without_scheduler(inventory_hostname, mnc_scheduler)``."""
     return mnc_preflight.launcher_without_scheduler(host, launcher, scheduler)
 
 
 def mnc_shared_fs_problems(dirs, host, home, options, server="", nodes=None):
     """What is wrong with the shared directories, their export options and server, named (empty:
-    fine): ``mnc_shared_dirs | mnc_shared_fs_problems(inventory_hostname, mnc_mpi_home,
+    fine): ``mnc_shared_dirs | mncluster.core.mnc_shared_fs_problems(inventory_hostname, mnc_mpi_home,
     shared_fs_export_options, shared_fs_server, groups['mnc_nodes'])``."""
     return mnc_preflight.shared_fs_problems(host, dirs, home, options, server, nodes)
 
@@ -113,13 +112,14 @@ def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cu
 
 def mnc_driver_gpu_problems(lspci_text, branch):
     """Why driver branch ``branch`` cannot drive the GPUs of ``lspci -n`` (empty: it can):
-    ``out.stdout | mnc_driver_gpu_problems(nvidia_driver_branch)``."""
+    ``out.stdout | mncluster.core.mnc_driver_gpu_problems(nvidia_driver_branch)``."""
     return mnc_gpu_arch.driver_gpu_problems(branch, lspci_text)
 
 
 def mnc_pci_devices(text, vendor="", class_prefix=""):
     """``[{slot, class, vendor, device}]`` of ``lspci -n`` output, of ``vendor`` and a class
-    starting with ``class_prefix`` when given: ``out.stdout | mnc_pci_devices('10de', '0680')``."""
+    starting with ``class_prefix`` when given:
+    ``out.stdout | mncluster.core.mnc_pci_devices('10de', '0680')``."""
     return mnc_hw.pci_devices(text, vendor, class_prefix)
 
 
@@ -130,7 +130,8 @@ def mnc_ibv_ports(text):
 
 def mnc_missing_packages(names, local_facts=None):
     """The ``names`` that the node's package fact does not list as installed:
-    ``pkgs | mnc_missing_packages(ansible_local | default({}))`` (empty: apt can be skipped)."""
+    ``pkgs | mncluster.core.mnc_missing_packages(ansible_local | default({}))`` (empty: apt can be
+    skipped)."""
     return mnc_packages.missing_packages(names, local_facts)
 
 

@@ -16,10 +16,9 @@ benchmark itself (``train/metrics.py``) and read from its documents.
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_hostfile import parse_hostfile as parse_hostfile
-except ImportError:  # imported directly (unit tests)
-    from mnc_hostfile import parse_hostfile as parse_hostfile
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_hostfile import (
+    parse_hostfile as parse_hostfile,
+)
 
 SCHEMA = "mncluster.benchmark/1"
 REPORT_SCHEMA = "mncluster.report/1"

@@ -6,50 +6,27 @@ first, then the configuration, the tables and the plots. Pure function, no Ansib
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_bench import PHASES
-    from ansible.module_utils.mnc_bench_markdown_sections import (
-        _comparison_lines,
-        _double_buffering_lines,
-        _f,
-        _frameworks_lines,
-        _interface_lines,
-        _launch_lines,
-        _ms,
-        _ms_iqr,
-        _nccl_tests_cell,
-        _nccl_tests_lines,
-        _partial_lines,
-        _pinning_lines,
-        _ranks_lines,
-        _skipped_lines,
-        _table,
-        _verdict_details,
-        _verdict_lines,
-    )
-    from ansible.module_utils.mnc_frameworks import FRAMEWORK_NAMES
-except ImportError:  # imported directly (unit tests)
-    from mnc_bench import PHASES
-    from mnc_bench_markdown_sections import (
-        _comparison_lines,
-        _double_buffering_lines,
-        _f,
-        _frameworks_lines,
-        _interface_lines,
-        _launch_lines,
-        _ms,
-        _ms_iqr,
-        _nccl_tests_cell,
-        _nccl_tests_lines,
-        _partial_lines,
-        _pinning_lines,
-        _ranks_lines,
-        _skipped_lines,
-        _table,
-        _verdict_details,
-        _verdict_lines,
-    )
-    from mnc_frameworks import FRAMEWORK_NAMES
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench import PHASES
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_markdown_sections import (
+    _comparison_lines,
+    _double_buffering_lines,
+    _f,
+    _frameworks_lines,
+    _interface_lines,
+    _launch_lines,
+    _ms,
+    _ms_iqr,
+    _nccl_tests_cell,
+    _nccl_tests_lines,
+    _partial_lines,
+    _pinning_lines,
+    _ranks_lines,
+    _skipped_lines,
+    _table,
+    _verdict_details,
+    _verdict_lines,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_frameworks import FRAMEWORK_NAMES
 
 
 def render_markdown(report, plots=()):

@@ -8,12 +8,8 @@ no Ansible, no I/O.
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_bench_nccl import run_label, summary_line
-    from ansible.module_utils.mnc_frameworks import FRAMEWORK_NAMES
-except ImportError:  # imported directly (unit tests)
-    from mnc_bench_nccl import run_label, summary_line
-    from mnc_frameworks import FRAMEWORK_NAMES
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_nccl import run_label, summary_line
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_frameworks import FRAMEWORK_NAMES
 
 
 def _f(value, fmt="%.2f", none="n/a"):

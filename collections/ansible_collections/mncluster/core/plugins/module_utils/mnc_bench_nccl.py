@@ -21,10 +21,7 @@ import os
 import re
 import time
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_frameworks import FRAMEWORK_NAMES
-except ImportError:  # imported directly (unit tests)
-    from mnc_frameworks import FRAMEWORK_NAMES
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_frameworks import FRAMEWORK_NAMES
 
 NO_GPU = "nccl-tests: not run on this cluster (no GPU)"
 # verify's report directory: <verify_report_root>/verify-<UTC time>/ (roles/verify/tasks/table.yml)

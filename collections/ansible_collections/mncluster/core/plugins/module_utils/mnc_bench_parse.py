@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import re
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_bench import JSON_PREFIX, SCHEMA
-except ImportError:  # imported directly (unit tests)
-    from mnc_bench import JSON_PREFIX, SCHEMA
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench import JSON_PREFIX, SCHEMA
 
 
 def timed_out(rc, output, elapsed, timeout):

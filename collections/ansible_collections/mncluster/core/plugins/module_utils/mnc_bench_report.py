@@ -9,12 +9,11 @@ side by side with ``mnc_frameworks``. Pure functions, no Ansible, no I/O.
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_bench import PHASES, REPORT_SCHEMA, SCHEMA
-    from ansible.module_utils.mnc_frameworks import compare_frameworks, framework_of
-except ImportError:  # imported directly (unit tests)
-    from mnc_bench import PHASES, REPORT_SCHEMA, SCHEMA
-    from mnc_frameworks import compare_frameworks, framework_of
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench import PHASES, REPORT_SCHEMA, SCHEMA
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_frameworks import (
+    compare_frameworks,
+    framework_of,
+)
 
 
 # -- scaling --------------------------------------------------------------------

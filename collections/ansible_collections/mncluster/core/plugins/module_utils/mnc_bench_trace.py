@@ -4,10 +4,7 @@
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_bench import REPORT_SCHEMA
-except ImportError:  # imported directly (unit tests)
-    from mnc_bench import REPORT_SCHEMA
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench import REPORT_SCHEMA
 
 
 def chrome_trace(documents):

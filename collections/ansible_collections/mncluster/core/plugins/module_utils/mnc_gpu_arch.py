@@ -18,10 +18,7 @@ Unit-tested in tests/unit/test_gpu_arch.py.
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_hw import pci_devices
-except ImportError:  # imported directly (unit tests, filter_plugins/mnc.py)
-    from mnc_hw import pci_devices
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_hw import pci_devices
 
 # (first device ID, last device ID, architecture, first driver branch that supports it)
 ARCHITECTURES = (

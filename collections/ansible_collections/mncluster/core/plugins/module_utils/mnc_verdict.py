@@ -13,38 +13,26 @@ report is ``mnc_verdict_compare``'s.
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_bench_nccl import sentence as nccl_tests_sentence
-    from ansible.module_utils.mnc_overlap import overlap_accounting, overlap_sentence
-    from ansible.module_utils.mnc_verdict_model import (
-        MODEL,
-        MODEL_TOLERANCE,
-        gbit,
-        link_figures,
-        measured_step,
-        percent,
-        predict_at_double,
-        small_allreduce_prediction,
-        step_model,
-        strong,
-        work_share,
-    )
-except ImportError:  # imported directly (unit tests)
-    from mnc_bench_nccl import sentence as nccl_tests_sentence
-    from mnc_overlap import overlap_accounting, overlap_sentence
-    from mnc_verdict_model import (
-        MODEL,
-        MODEL_TOLERANCE,
-        gbit,
-        link_figures,
-        measured_step,
-        percent,
-        predict_at_double,
-        small_allreduce_prediction,
-        step_model,
-        strong,
-        work_share,
-    )
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_nccl import (
+    sentence as nccl_tests_sentence,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_overlap import (
+    overlap_accounting,
+    overlap_sentence,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verdict_model import (
+    MODEL,
+    MODEL_TOLERANCE,
+    gbit,
+    link_figures,
+    measured_step,
+    percent,
+    predict_at_double,
+    small_allreduce_prediction,
+    step_model,
+    strong,
+    work_share,
+)
 
 SMALL_MESSAGE_FACTOR = 10.0  # 8-byte allreduce this many times the latency prediction: not the network
 IMBALANCE_SHARE = 0.15  # wait above this share of the step

@@ -16,36 +16,34 @@ configured in Gbit/s (``mnc_link_gbps``): GB/s = Gbit/s / 8.
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_verify_gpu import CPU_MODE, check_cuda, check_gpu_node, check_services
-    from ansible.module_utils.mnc_verify_gpu_cluster import check_gpu_cluster
-    from ansible.module_utils.mnc_verify_gpu_health import check_gpu_health
-    from ansible.module_utils.mnc_verify_mpi import (
-        check_hostfile,
-        check_mpiio,
-        check_p2p,
-        check_ranks,
-        p2p_matrix,
-        parse_hostfile,
-        parse_p2p,
-    )
-    from ansible.module_utils.mnc_verify_render import render_p2p_text, render_table
-    from ansible.module_utils.mnc_verify_rows import FAIL, PASS, SKIP, clip, row
-except ImportError:  # imported directly (unit tests)
-    from mnc_verify_gpu import CPU_MODE, check_cuda, check_gpu_node, check_services
-    from mnc_verify_gpu_cluster import check_gpu_cluster
-    from mnc_verify_gpu_health import check_gpu_health
-    from mnc_verify_mpi import (
-        check_hostfile,
-        check_mpiio,
-        check_p2p,
-        check_ranks,
-        p2p_matrix,
-        parse_hostfile,
-        parse_p2p,
-    )
-    from mnc_verify_render import render_p2p_text, render_table
-    from mnc_verify_rows import FAIL, PASS, SKIP, clip, row
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_gpu import (
+    CPU_MODE,
+    check_cuda,
+    check_gpu_node,
+    check_services,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_gpu_cluster import check_gpu_cluster
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_gpu_health import check_gpu_health
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_mpi import (
+    check_hostfile,
+    check_mpiio,
+    check_p2p,
+    check_ranks,
+    p2p_matrix,
+    parse_hostfile,
+    parse_p2p,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_render import (
+    render_p2p_text,
+    render_table,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_rows import (
+    FAIL,
+    PASS,
+    SKIP,
+    clip,
+    row,
+)
 
 # Components that must be identical on every node (key in mnc_versions.py's output -> label).
 VERSION_KEYS = (

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import re
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_verify_rows import FAIL, PASS, SKIP, gist, row
-except ImportError:  # imported directly (unit tests)
-    from mnc_verify_rows import FAIL, PASS, SKIP, gist, row
-
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_rows import (
+    FAIL,
+    PASS,
+    SKIP,
+    gist,
+    row,
+)
 
 # --- OpenMPI CUDA support ----------------------------------------------------------------------
 

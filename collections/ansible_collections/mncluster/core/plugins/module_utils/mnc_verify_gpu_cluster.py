@@ -6,12 +6,20 @@ buffers (CUDA-aware MPI). Each node's own GPU checks are mnc_verify_gpu. No Ansi
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_verify_gpu import active_ports, nccl_text, nccl_transport, parse_probe
-    from ansible.module_utils.mnc_verify_rows import FAIL, PASS, SKIP, launch_failure, not_run, row
-except ImportError:  # imported directly (unit tests)
-    from mnc_verify_gpu import active_ports, nccl_text, nccl_transport, parse_probe
-    from mnc_verify_rows import FAIL, PASS, SKIP, launch_failure, not_run, row
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_gpu import (
+    active_ports,
+    nccl_text,
+    nccl_transport,
+    parse_probe,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_rows import (
+    FAIL,
+    PASS,
+    SKIP,
+    launch_failure,
+    not_run,
+    row,
+)
 
 
 def _ranks_of(check: str, run: dict | None, fix: str) -> tuple[list[dict] | None, list[dict]]:

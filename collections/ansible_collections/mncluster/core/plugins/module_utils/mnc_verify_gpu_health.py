@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import json
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils import mnc_dcgm, mnc_nvsmi, mnc_nvtopo, mnc_xid
-    from ansible.module_utils.mnc_verify_nccl import check_nccl_cluster, check_nccl_tests, nccl_record
-    from ansible.module_utils.mnc_verify_rows import FAIL, PASS, SKIP, clip, failed_run, row
-except ImportError:  # imported directly (unit tests)
-    import mnc_dcgm
-    import mnc_nvsmi
-    import mnc_nvtopo
-    import mnc_xid
-    from mnc_verify_nccl import check_nccl_cluster, check_nccl_tests, nccl_record
-    from mnc_verify_rows import FAIL, PASS, SKIP, clip, failed_run, row
-
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_dcgm, mnc_nvsmi, mnc_nvtopo, mnc_xid
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_nccl import (
+    check_nccl_cluster,
+    check_nccl_tests,
+    nccl_record,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_rows import (
+    FAIL,
+    PASS,
+    SKIP,
+    clip,
+    failed_run,
+    row,
+)
 
 CPU_MODE = "CPU mode (mnc_use_gpu false): no GPU to check"
 

@@ -11,22 +11,19 @@ from __future__ import annotations
 import json
 import re
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_hostfile import parse_hostfile as _parse_hostfile
-    from ansible.module_utils.mnc_verify_rows import (
-        FAIL,
-        PASS,
-        SKIP,
-        clip,
-        gist,
-        launch_failure,
-        not_run,
-        row,
-    )
-except ImportError:  # imported directly (unit tests)
-    from mnc_hostfile import parse_hostfile as _parse_hostfile
-    from mnc_verify_rows import FAIL, PASS, SKIP, clip, gist, launch_failure, not_run, row
-
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_hostfile import (
+    parse_hostfile as _parse_hostfile,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_rows import (
+    FAIL,
+    PASS,
+    SKIP,
+    clip,
+    gist,
+    launch_failure,
+    not_run,
+    row,
+)
 
 # --- hostfile ----------------------------------------------------------------------------------
 

@@ -5,12 +5,14 @@ mnc_nccl_tests; no Ansible imports (tests/unit/test_verify_gpu_health.py)."""
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils import mnc_nccl_tests
-    from ansible.module_utils.mnc_verify_rows import FAIL, PASS, SKIP, failed_run, row
-except ImportError:  # imported directly (unit tests)
-    import mnc_nccl_tests
-    from mnc_verify_rows import FAIL, PASS, SKIP, failed_run, row
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_nccl_tests
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_rows import (
+    FAIL,
+    PASS,
+    SKIP,
+    failed_run,
+    row,
+)
 
 
 def _median(values: list[float]) -> float:

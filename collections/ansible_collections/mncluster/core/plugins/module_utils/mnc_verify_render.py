@@ -4,10 +4,7 @@ text. No Ansible imports (tests/unit/test_verify.py)."""
 
 from __future__ import annotations
 
-try:  # as a module_utils of an Ansible module
-    from ansible.module_utils.mnc_verify_rows import FAIL, PASS, SKIP
-except ImportError:  # imported directly (unit tests)
-    from mnc_verify_rows import FAIL, PASS, SKIP
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_rows import FAIL, PASS, SKIP
 
 
 def render_markdown(result: dict, title: str = "Cluster acceptance checks", image: str | None = None) -> str:

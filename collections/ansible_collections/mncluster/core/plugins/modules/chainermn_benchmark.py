@@ -229,7 +229,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_bench import (
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench import (
     check_process_counts,
     launcher_env,
     mpiexec_argv,
@@ -238,8 +238,13 @@ from ansible.module_utils.mnc_bench import (
     srun_argv,
     train_argv,
 )
-from ansible.module_utils.mnc_bench_parse import failing_rank, parse_document, stderr_tail, timed_out
-from ansible.module_utils.mnc_bench_report import scaling
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_parse import (
+    failing_rank,
+    parse_document,
+    stderr_tail,
+    timed_out,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_report import scaling
 
 TRAIN_OPTIONS = ("model", "batchsize", "unit", "iterations", "warmup", "communicator", "gpu", "data")
 BACKENDS = ("gloo", "nccl")

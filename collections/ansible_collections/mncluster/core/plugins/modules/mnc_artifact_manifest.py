@@ -84,7 +84,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_artifacts import (
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_artifacts import (
     ArtifactError,
     build_manifest,
     format_missing,

@@ -58,7 +58,7 @@ problems:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_bonding import bond_problems, parse_bonding
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bonding import bond_problems, parse_bonding
 
 
 def main():

@@ -132,15 +132,15 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_bench import PHASES
-from ansible.module_utils.mnc_bench_markdown import render_markdown
-from ansible.module_utils.mnc_bench_nccl import apply as apply_nccl_tests
-from ansible.module_utils.mnc_bench_nccl import load_verify_json, yardstick
-from ansible.module_utils.mnc_bench_report import build_report
-from ansible.module_utils.mnc_bench_trace import chrome_trace
-from ansible.module_utils.mnc_files import point_link, write_atomic
-from ansible.module_utils.mnc_verdict import assess
-from ansible.module_utils.mnc_verdict_compare import compare
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench import PHASES
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_markdown import render_markdown
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_nccl import apply as apply_nccl_tests
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_nccl import load_verify_json, yardstick
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_report import build_report
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bench_trace import chrome_trace
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_files import point_link, write_atomic
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verdict import assess
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verdict_compare import compare
 
 PHASE_COLOURS = {"compute": "#4C72B0", "wait": "#DD8452", "allreduce": "#C44E52", "update": "#55A868"}
 PLOTS = (

@@ -157,9 +157,9 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_files import point_link, write_atomic
-from ansible.module_utils.mnc_verify import evaluate
-from ansible.module_utils.mnc_verify_render import render_markdown
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_files import point_link, write_atomic
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify import evaluate
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verify_render import render_markdown
 
 HEATMAP = "p2p-matrix.png"
 

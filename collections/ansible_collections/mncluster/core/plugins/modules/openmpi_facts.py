@@ -121,7 +121,10 @@ cmd:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mnc_ompi_info import OmpiInfoParseError, parse_ompi_info
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_ompi_info import (
+    OmpiInfoParseError,
+    parse_ompi_info,
+)
 
 
 def main():
