@@ -1,6 +1,6 @@
 """nccl-tests beside the in-training busbw (module_utils/mnc_bench_nccl.py): a recorded real
 all_reduce_perf (tests/unit/fixtures/gpu/) judged by verify into a verify.json, read by the
-benchmark's report (library/mnc_report.py, run by real Ansible) into report.json and report.md;
+benchmark's report (mncluster.core.mnc_report, run by real Ansible) into report.json and report.md;
 the size nearest L, the percentage, and the cases without a result (no GPU, no verify.json, other
 nodes, nccl-tests not run), each said in one line and never with a number."""
 
@@ -100,7 +100,7 @@ def gpu_documents(device="cuda (NVIDIA H100 80GB HBM3)"):
 
 
 def report_of(docs, path, nodes=("g1", "g2"), launcher="g1"):
-    """What library/mnc_report.py does, without Ansible."""
+    """What mncluster.core.mnc_report does, without Ansible."""
     rep = mnc_bench_report.build_report(docs, {"timestamp": "20260103T000000Z", "launcher": launcher})
     gpu = str(rep["environment"].get("device") or "cpu").startswith("cuda")
     verify, real, stamp, error = mnc_bench_nccl.load_verify_json(path)

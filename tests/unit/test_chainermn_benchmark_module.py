@@ -1,4 +1,4 @@
-"""library/chainermn_benchmark.py run by real Ansible with a real mpiexec.
+"""mncluster.core.chainermn_benchmark run by real Ansible with a real mpiexec.
 
 The controller is a one-node "cluster": a hostfile ``localhost slots=2``, the
 controller's venv Python, and ``--oversubscribe`` (two cores, run as root).

@@ -1,4 +1,4 @@
-"""library/mnc_report.py and playbooks/benchmark.yml, run by real Ansible.
+"""mncluster.core.mnc_report and playbooks/benchmark.yml, run by real Ansible.
 
 The report module gets documents from a real 2-process sweep (the
 chainermn_benchmark module on the controller) and writes the files a user

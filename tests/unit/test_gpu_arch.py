@@ -1,5 +1,6 @@
 """Which driver branch the GPUs on the PCI bus need (module_utils/mnc_gpu_arch.py), through the
-filter roles/nvidia_driver uses (filter_plugins/mnc.py), with lspci -n listings of real boards."""
+filter roles/nvidia_driver uses (mncluster.core's plugins/filter/mnc.py), with lspci -n listings of real
+boards."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""library/mnc_known_hosts.py run by real Ansible, the result read back by OpenSSH's own
+"""mncluster.core.mnc_known_hosts run by real Ansible, the result read back by OpenSSH's own
 `ssh-keygen -F`: every name pinned with its key, hashed, in one run; a second run changes
 nothing; a wrong key is replaced; lines for other hosts are kept; check mode writes nothing."""
 

@@ -1,4 +1,5 @@
-"""filter_plugins/mnc.py mnc_network: the CIDR OpenMPI is pinned to (roles/mpi_network, verify.yml)."""
+"""The filter mncluster.core.mnc_network (plugins/filter/mnc.py): the CIDR OpenMPI is pinned to
+(roles/mpi_network, verify.yml)."""
 
 
 import pytest

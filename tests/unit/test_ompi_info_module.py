@@ -1,4 +1,4 @@
-"""library/openmpi_facts.py run by real Ansible against a real ompi_info.
+"""mncluster.core.openmpi_facts run by real Ansible against a real ompi_info.
 
 The controller has Debian's ompi_info (openmpi-bin); tests that need it skip
 where it is missing. Error paths use real programs that fail.

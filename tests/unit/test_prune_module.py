@@ -1,4 +1,4 @@
-"""library/mnc_prune.py run by real Ansible on a stand-in cache and report root (issue 38,
+"""mncluster.core.mnc_prune run by real Ansible on a stand-in cache and report root (issue 38,
 item 9): leftovers of killed runs older than the bound go, younger ones stay; with evict, only
 the newest builds of each name (a locked one kept), wheelhouses and reports (never `latest`'s)
 stay; check mode removes nothing; the cache's size is reported."""

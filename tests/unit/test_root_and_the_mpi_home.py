@@ -10,7 +10,7 @@ the user in MNC_PYTHON_USER). A `become_user` expression that can come out as ro
 (`{{ user if ... else 'root' }}`) counts as root: that shape once let root chown a link's
 target (common's work directory outside the home). Root makes a directory for the user
 outside the home only through `mnc_user_dir`, which follows no link the user could have
-planted (library/mnc_user_dir.py). What may stay as root is listed below, each with the reason.
+planted (mncluster.core.mnc_user_dir). What may stay as root is listed below, each with the reason.
 
 Also: no role defaults a path to world-writable /tmp or /var/tmp (root's
 scratch is root's own, mode 0700: roles/artifacts build_check).

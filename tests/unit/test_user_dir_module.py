@@ -1,4 +1,4 @@
-"""library/mnc_user_dir.py run by real Ansible as root: root makes a directory for an
+"""mncluster.core.mnc_user_dir run by real Ansible as root: root makes a directory for an
 unprivileged user (here `nobody`) and follows no link that user could have planted, anywhere on
 the path; a link the site made (root's, in a directory only root can write) is followed.
 Issue 38, item 1: with the builtin file module, a link planted at the work directory made root

@@ -1,4 +1,4 @@
-"""library/mnc_verify_table.py run by real Ansible: the table, the verdict, argument errors."""
+"""mncluster.core.mnc_verify_table run by real Ansible: the table, the verdict, argument errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""library/mnc_write_files.py run by real Ansible: files written with their content and mode in
+"""mncluster.core.mnc_write_files run by real Ansible: files written with their content and mode in
 one run, missing directories made; a second run changes nothing; only a file whose content or mode
 differs is replaced; a link at a path is replaced, never followed; check mode writes nothing;
 bad input is refused before any file is written."""

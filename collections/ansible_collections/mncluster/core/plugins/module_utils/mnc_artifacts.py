@@ -7,7 +7,7 @@ Cache layout (controller side)::
     <cache>/manifest.json                    what is staged, written by stage.yml
 
 These functions do no network access and are unit-tested on their own
-(tests/unit/test_artifacts.py); library/mnc_artifact_manifest.py is a thin
+(tests/unit/test_artifacts.py); mncluster.core.mnc_artifact_manifest is a thin
 shell around them.
 """
 
@@ -37,7 +37,7 @@ def apply_override(artifact, overrides=None):
 
     The one place the override rule lives: the override's keys (``url``,
     ``path``, ``sha256``, ``filename``) replace the record's. Playbooks reach
-    it as the ``mnc_artifact_source`` filter (filter_plugins/mnc.py);
+    it as the ``mnc_artifact_source`` filter (plugins/filter/mnc.py);
     resolve_artifact validates its result.
     """
     merged = dict(artifact or {})

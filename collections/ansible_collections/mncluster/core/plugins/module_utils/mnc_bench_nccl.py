@@ -10,7 +10,7 @@ highest busbw of any size; each benchmark run is then set against the run of the
 the nodes when it spans nodes, else the launcher's node). Where there is nothing to read the report
 says why, in one line, and shows no number.
 
-Pure functions, except :func:`load_verify_json`, the one that reads the file (library/mnc_report.py
+Pure functions, except :func:`load_verify_json`, the one that reads the file (mncluster.core.mnc_report
 calls it on the controller); no Ansible. Tests: tests/unit/test_bench_nccl_tests.py.
 """
 

@@ -1,7 +1,7 @@
 """Parse /proc/net/bonding/<bond> and check it against what the inventory asked for.
 
 Pure functions (no Ansible imports) so that they are unit-tested on text in
-the kernel's format; library/mnc_bond_status.py is the thin module around them.
+the kernel's format; mncluster.core.mnc_bond_status is the thin module around them.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ can be too old for:
   (the floor CUDA 12 sets anyway, stack_cuda_driver_min_version).
 
 Pure Python, no Ansible imports; Jinja reaches it as the ``mnc_driver_gpu_problems`` filter
-(filter_plugins/mnc.py), roles/nvidia_driver checks it before it installs anything.
+(plugins/filter/mnc.py), roles/nvidia_driver checks it before it installs anything.
 Unit-tested in tests/unit/test_gpu_arch.py.
 """
 

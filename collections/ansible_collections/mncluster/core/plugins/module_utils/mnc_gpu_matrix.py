@@ -3,7 +3,7 @@
 The data is ``stack_cupy_support`` in roles/stack/defaults/main/cuda.yml (one
 entry per CuPy major release, copied from that release's installation guide,
 cited there); the rule that reads it lives here once, and roles/stack reaches
-it through the ``mnc_gpu_stack_problems`` filter (filter_plugins/mnc.py). An
+it through the ``mnc_gpu_stack_problems`` filter (plugins/filter/mnc.py). An
 empty answer means the pins load together; otherwise each string names the
 versions and says what to pin instead. Unit-tested in
 tests/unit/test_stack_gpu_matrix.py.

@@ -3,7 +3,7 @@
 Pure function, no Ansible imports. Used by module_utils/mnc_bench.py (the
 benchmark's slot checks, strict), module_utils/mnc_verify_mpi.py (the acceptance
 checks, lenient) and by Jinja as the ``mnc_hostfile_hosts`` filter
-(filter_plugins/mnc.py). Unit-tested in tests/unit/test_hostfile.py.
+(plugins/filter/mnc.py). Unit-tested in tests/unit/test_hostfile.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a node's hardware listings say: PCI devices (``lspci -n``) and RDMA ports (``ibv_devinfo``).
 
 Pure functions, no Ansible imports. Used by Jinja as the ``mnc_pci_devices`` and
-``mnc_ibv_ports`` filters (filter_plugins/mnc.py): roles/nvidia_driver counts the
+``mnc_ibv_ports`` filters (plugins/filter/mnc.py): roles/nvidia_driver counts the
 NVSwitches (fabric manager), roles/rdma finds RDMA adapters (``rdma_mode: auto``)
 and the ACTIVE ports of its GPUDirect RDMA check. Unit-tested in
 tests/unit/test_mnc_hw.py.

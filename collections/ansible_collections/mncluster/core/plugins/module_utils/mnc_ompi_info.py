@@ -1,6 +1,6 @@
 """Parse the output of ``ompi_info --parsable --all`` into structured facts.
 
-Pure functions, no Ansible imports: ``library/openmpi_facts.py`` is a thin
+Pure functions, no Ansible imports: ``mncluster.core.openmpi_facts`` is a thin
 shell around :func:`parse_ompi_info`, and the unit tests feed it real output
 captured from Open MPI 4.1.x and 5.0.x (``tests/unit/fixtures/``).
 

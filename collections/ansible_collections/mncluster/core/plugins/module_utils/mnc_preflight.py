@@ -4,7 +4,7 @@ Pure functions over plain values: each returns a list of problems, one string
 ``"<host>: <variable>: <what is wrong>"`` per problem, so that the preflight
 play can report every problem of an inventory in one message. Roles that check
 the same rule at their own stage use the same pattern (the filter
-``mnc_unsafe_names`` of filter_plugins/mnc.py), so the rule lives here once.
+``mnc_unsafe_names`` of plugins/filter/mnc.py), so the rule lives here once.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ CUDA support, each node's GPUs and services), mnc_verify_gpu_cluster (the GPUs a
 InfiniBand), mnc_verify_gpu_health (DCGM, nccl-tests, node health); mnc_verify_render renders
 the table, verify.md and the pair matrix; mnc_verify_rows holds the row and the helpers they
 share. This module keeps reachability, versions, ``check_gpu`` and ``evaluate``. No Ansible
-imports: unit-tested directly (tests/unit/test_verify*.py), used by library/mnc_verify_table.py.
+imports: unit-tested directly (tests/unit/test_verify*.py), used by mncluster.core.mnc_verify_table.
 
 Units follow nccl-tests: bytes, seconds, GB/s = 1e9 B/s. Link speeds are
 configured in Gbit/s (``mnc_link_gbps``): GB/s = Gbit/s / 8.
