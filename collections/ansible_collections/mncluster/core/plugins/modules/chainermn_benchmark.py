@@ -159,7 +159,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Benchmark the MLP at 1, 2, 4 and 6 processes
-  chainermn_benchmark:
+  mncluster.core.chainermn_benchmark:
     chdir: /usr/local/lib/mncluster
     python: /home/mpiuser/.venvs/mncluster/bin/python
     hostfile: /home/mpiuser/mncluster/hostfile
@@ -170,7 +170,7 @@ EXAMPLES = r"""
   register: bench
 
 - name: One process count per task, so progress shows
-  chainermn_benchmark:
+  mncluster.core.chainermn_benchmark:
     chdir: /usr/local/lib/mncluster
     hostfile: /home/mpiuser/mncluster/hostfile
     process_counts: ["{{ item }}"]

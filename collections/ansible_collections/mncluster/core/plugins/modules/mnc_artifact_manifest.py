@@ -47,7 +47,7 @@ author: mncluster
 
 EXAMPLES = r"""
 - name: Fail early, listing every artifact that is not staged
-  mnc_artifact_manifest:
+  mncluster.core.mnc_artifact_manifest:
     cache: "{{ mnc_artifact_cache }}"
     artifacts: "{{ stack_openmpi_artifacts + stack_python_artifacts }}"
     overrides: "{{ mnc_artifact_overrides }}"
@@ -55,7 +55,7 @@ EXAMPLES = r"""
   run_once: true
 
 - name: Write the manifest of the staged cache
-  mnc_artifact_manifest:
+  mncluster.core.mnc_artifact_manifest:
     cache: "{{ mnc_artifact_cache }}"
     artifacts: "{{ stage_artifacts }}"
     wheelhouses: [python]

@@ -34,7 +34,7 @@ author: mncluster
 
 EXAMPLES = r"""
 - name: Check bond0
-  mnc_bond_status:
+  mncluster.core.mnc_bond_status:
     name: bond0
     mode: 802.3ad
     interfaces: [enp65s0f0, enp65s0f1]

@@ -49,7 +49,7 @@ author: mncluster
 
 EXAMPLES = r"""
 - name: Pin every node's host key in the MPI user's known_hosts
-  mnc_known_hosts:
+  mncluster.core.mnc_known_hosts:
     path: ~mpiuser/.ssh/known_hosts
     hosts:
       - {name: 10.0.0.11, key: "ssh-ed25519 AAAAC3Nza..."}

@@ -54,7 +54,7 @@ author: mncluster
 
 EXAMPLES = r"""
 - name: Prune the cache and the reports
-  mnc_prune:
+  mncluster.core.mnc_prune:
     cache: "{{ mnc_artifact_cache }}"
     reports: "{{ playbook_dir }}/../reports"
     evict: true

@@ -95,7 +95,7 @@ options:
 
 EXAMPLES = r"""
 - name: Write the report on the controller
-  mnc_report:
+  mncluster.core.mnc_report:
     documents: "{{ bench.documents }}"
     dest: "{{ playbook_dir }}/../reports"
     timestamp: "{{ now(utc=true, fmt='%Y%m%dT%H%M%SZ') }}"

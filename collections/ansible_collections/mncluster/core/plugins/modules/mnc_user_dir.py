@@ -40,7 +40,7 @@ author: mncluster
 
 EXAMPLES = r"""
 - name: Make the MPI user's work directory on a shared scratch
-  mnc_user_dir:
+  mncluster.core.mnc_user_dir:
     path: /scratch/mpiuser/mncluster
     owner: mpiuser
     group: mpiuser

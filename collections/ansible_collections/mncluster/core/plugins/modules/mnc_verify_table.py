@@ -106,7 +106,7 @@ author: mncluster
 
 EXAMPLES = r"""
 - name: Judge the checks
-  mnc_verify_table:
+  mncluster.core.mnc_verify_table:
     nodes: "{{ __verify_nodes }}"
     hostfile: "{{ __verify_hostfile }}"
     ranks: "{{ __verify_ranks }}"

@@ -76,7 +76,7 @@ author: mncluster
 
 EXAMPLES = r"""
 - name: Write the job scripts
-  mnc_write_files:
+  mncluster.core.mnc_write_files:
     files:
       - dest: /etc/mncluster/jobs/chainermn.sbatch
         content: "{{ lookup('ansible.builtin.template', 'chainermn.sbatch.j2') }}"

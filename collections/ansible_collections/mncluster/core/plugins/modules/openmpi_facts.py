@@ -38,7 +38,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Read the facts of the OpenMPI the openmpi role built
-  openmpi_facts:
+  mncluster.core.openmpi_facts:
     prefix: /opt/openmpi/5.0.7-cuda12.6
 
 - name: Refuse an OpenMPI without CUDA support
@@ -47,7 +47,7 @@ EXAMPLES = r"""
     fail_msg: "{{ ansible_facts.openmpi.prefix }} was configured without --with-cuda"
 
 - name: Inspect whatever ompi_info is on PATH
-  openmpi_facts:
+  mncluster.core.openmpi_facts:
     ompi_info: ompi_info
 """
 
