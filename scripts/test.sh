@@ -60,8 +60,8 @@ lint() {
     ruff check . &&
     ansible-playbook --syntax-check site.yml playbooks/*.yml >/dev/null &&
     ansible-lint --profile production -q &&
-    for m in library/*.py; do
-        ansible-doc -M library "$(basename "$m" .py)" >/dev/null || { echo "ansible-doc cannot render $m"; return 1; }
+    for m in collections/ansible_collections/mncluster/core/plugins/modules/*.py; do
+        ansible-doc "mncluster.core.$(basename "$m" .py)" >/dev/null || { echo "ansible-doc cannot render $m"; return 1; }
     done
 }
 unit() { pytest -q --durations=20 tests; }

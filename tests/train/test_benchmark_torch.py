@@ -136,8 +136,7 @@ def test_ddp_overlap_accounting(ddp):
 
 
 def test_the_report_gives_a_verdict(ddp):
-    import mnc_bench_report
-    import mnc_verdict
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_bench_report, mnc_verdict
 
     doc, _ = ddp
     report = mnc_bench_report.build_report([doc])

@@ -19,13 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def repo_ansible_env(**extra: str) -> dict[str, str]:
-    """This repository's ansible.cfg, roles, modules and module_utils, uncoloured, over the
-    environment (ansible-runner adds this process's own): what every test run of Ansible gets."""
+    """This repository's ansible.cfg (its collections_path finds our collection, mncluster.core)
+    and roles, uncoloured, over the environment (ansible-runner adds this process's own): what
+    every test run of Ansible gets."""
     return {
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_LIBRARY": str(ROOT / "library"),
-        "ANSIBLE_MODULE_UTILS": str(ROOT / "module_utils"),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         # ansible-core 2.21+ returns a module's invocation only when asked.

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from mnc_artifacts import (
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_artifacts import (
     ArtifactError,
     artifact_relpath,
     build_manifest,

@@ -1,4 +1,4 @@
-"""roles/artifacts/tasks/fetch.yml and library/mnc_artifact_manifest.py run by real
+"""roles/artifacts/tasks/fetch.yml and mncluster.core.mnc_artifact_manifest run by real
 ansible-playbook on the controller against a real local HTTP server (a thread
 in this test) that can serve a file, corrupt it, or close the connection
 mid-file. No podman needed: the node is localhost, so this runs everywhere
@@ -65,7 +65,7 @@ PLAY = """
         artifacts_fetch: {artifact}
         artifacts_fetch_dest: {dest}/
     - name: Write the manifest
-      mnc_artifact_manifest:
+      mncluster.core.mnc_artifact_manifest:
         cache: "{{{{ lookup('ansible.builtin.env', 'MNC_ARTIFACT_CACHE') }}}}"
         artifacts: [{artifact}]
         overrides: "{{{{ mnc_artifact_overrides | default({{}}) }}}}"

@@ -1,6 +1,6 @@
 """nccl-tests beside the in-training busbw (module_utils/mnc_bench_nccl.py): a recorded real
 all_reduce_perf (tests/unit/fixtures/gpu/) judged by verify into a verify.json, read by the
-benchmark's report (library/mnc_report.py, run by real Ansible) into report.json and report.md;
+benchmark's report (mncluster.core.mnc_report, run by real Ansible) into report.json and report.md;
 the size nearest L, the percentage, and the cases without a result (no GPU, no verify.json, other
 nodes, nccl-tests not run), each said in one line and never with a number."""
 
@@ -10,13 +10,15 @@ import json
 import os
 from pathlib import Path
 
-import mnc_bench_markdown
-import mnc_bench_nccl
-import mnc_bench_report
-import mnc_nccl_tests
-import mnc_verdict
-import mnc_verify
 import pytest
+from ansible_collections.mncluster.core.plugins.module_utils import (
+    mnc_bench_markdown,
+    mnc_bench_nccl,
+    mnc_bench_report,
+    mnc_nccl_tests,
+    mnc_verdict,
+    mnc_verify,
+)
 from test_chainermn_benchmark_module import run_module
 from test_mnc_verdict import make_doc, stat
 from test_verify_gpu_health import gpu_node, ran
@@ -98,7 +100,7 @@ def gpu_documents(device="cuda (NVIDIA H100 80GB HBM3)"):
 
 
 def report_of(docs, path, nodes=("g1", "g2"), launcher="g1"):
-    """What library/mnc_report.py does, without Ansible."""
+    """What mncluster.core.mnc_report does, without Ansible."""
     rep = mnc_bench_report.build_report(docs, {"timestamp": "20260103T000000Z", "launcher": launcher})
     gpu = str(rep["environment"].get("device") or "cpu").startswith("cuda")
     verify, real, stamp, error = mnc_bench_nccl.load_verify_json(path)
@@ -112,7 +114,7 @@ def test_the_recorded_run_reaches_report_json_and_report_md(verify_json, tmp_pat
     res = run_module(
         {"documents": gpu_documents(), "dest": str(tmp_path / "reports"), "timestamp": "20260103T000000Z",
          "launcher": "g1", "plots": False, "verify_json": str(verify_json), "cluster_nodes": ["g1", "g2"]},
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
     run = tmp_path / "reports" / "20260103T000000Z"
@@ -156,7 +158,7 @@ def test_no_verify_json_is_said_through_the_module(tmp_path):
     res = run_module(
         {"documents": gpu_documents(), "dest": str(tmp_path / "reports"), "timestamp": "20260103T000000Z",
          "plots": False, "verify_json": str(missing)},
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
     run = tmp_path / "reports" / "20260103T000000Z"

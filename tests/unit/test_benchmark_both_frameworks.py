@@ -30,7 +30,7 @@ def test_one_report_compares_both_frameworks_per_p(tmp_path):
     assert [s["processes"] for s in res["scaling"]] == [1, 2]
 
     rep = run_module({"documents": res["documents"], "dest": str(tmp_path / "reports"),
-                      "timestamp": "20260101T000000Z", "link_gbps": 10}, module="mnc_report")
+                      "timestamp": "20260101T000000Z", "link_gbps": 10}, module="mncluster.core.mnc_report")
     assert not rep.get("failed"), rep.get("msg")
     assert [s.split(":")[0] for s in rep["frameworks"]] == ["p = 1", "p = 2"]  # the play shows these
     run = tmp_path / "reports" / "20260101T000000Z"

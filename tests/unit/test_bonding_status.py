@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 import ansible_env
-from mnc_bonding import bond_problems, parse_bonding
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_bonding import bond_problems, parse_bonding
 
 SLAVE = """\
 Slave Interface: {name}
@@ -131,7 +131,7 @@ def test_link_down_and_missing_nic_and_wrong_mode():
 
 
 def run_module(args: dict) -> dict:
-    return ansible_env.run_module("mnc_bond_status", args)
+    return ansible_env.run_module("mncluster.core.mnc_bond_status", args)
 
 
 @pytest.mark.parametrize(("text", "ok"), [(bond_text(), True), (bond_text(pmac=NONE, aggs=(1, 2)), False)])

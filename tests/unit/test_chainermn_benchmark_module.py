@@ -1,4 +1,4 @@
-"""library/chainermn_benchmark.py run by real Ansible with a real mpiexec.
+"""mncluster.core.chainermn_benchmark run by real Ansible with a real mpiexec.
 
 The controller is a one-node "cluster": a hostfile ``localhost slots=2``, the
 controller's venv Python, and ``--oversubscribe`` (two cores, run as root).
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_module(
-    args: dict, check: bool = False, module: str = "chainermn_benchmark", timeout: int = 300
+    args: dict, check: bool = False, module: str = "mncluster.core.chainermn_benchmark", timeout: int = 300
 ) -> dict:
     env = {
         "OMPI_ALLOW_RUN_AS_ROOT": "1",

@@ -1,4 +1,4 @@
-"""library/mnc_report.py and playbooks/benchmark.yml, run by real Ansible.
+"""mncluster.core.mnc_report and playbooks/benchmark.yml, run by real Ansible.
 
 The report module gets documents from a real 2-process sweep (the
 chainermn_benchmark module on the controller) and writes the files a user
@@ -59,7 +59,7 @@ def test_report_files_and_latest_link(documents, tmp_path):
             "launcher": "node1",
             "link_gbps": 10,
         },
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
     run = tmp_path / "20260101T000000Z"
@@ -115,7 +115,7 @@ def test_report_files_and_latest_link(documents, tmp_path):
     # a second report, against the first, moves latest and leaves the first alone
     res = run_module(
         {"documents": documents, "dest": str(tmp_path), "timestamp": "T2", "baseline": str(run)},
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert not res.get("failed"), res.get("msg")
     assert os.readlink(tmp_path / "latest") == "T2"
@@ -128,7 +128,7 @@ def test_report_files_and_latest_link(documents, tmp_path):
     assert "## Against the baseline (20260101T000000Z)" in (tmp_path / "T2" / "report.md").read_text()
     bad = run_module(
         {"documents": documents, "dest": str(tmp_path), "timestamp": "T3", "baseline": str(tmp_path / "no")},
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert bad["failed"] is True and "is not a report this module wrote" in bad["msg"]
 
@@ -137,7 +137,7 @@ def test_report_check_mode_writes_nothing(documents, tmp_path):
     res = run_module(
         {"documents": documents, "dest": str(tmp_path / "r"), "timestamp": "T"},
         check=True,
-        module="mnc_report",
+        module="mncluster.core.mnc_report",
     )
     assert res["changed"] is True
     assert str(tmp_path / "r" / "T" / "report.md") in res["files"]
@@ -146,7 +146,8 @@ def test_report_check_mode_writes_nothing(documents, tmp_path):
 
 def test_report_refuses_what_is_not_a_document(tmp_path):
     res = run_module(
-        {"documents": [{"schema": "x"}], "dest": str(tmp_path), "timestamp": "T"}, module="mnc_report"
+        {"documents": [{"schema": "x"}], "dest": str(tmp_path), "timestamp": "T"},
+        module="mncluster.core.mnc_report",
     )
     assert res["failed"] is True
     assert "not benchmark documents" in res["msg"]

@@ -1,5 +1,6 @@
 """Which driver branch the GPUs on the PCI bus need (module_utils/mnc_gpu_arch.py), through the
-filter roles/nvidia_driver uses (filter_plugins/mnc.py), with lspci -n listings of real boards."""
+filter roles/nvidia_driver uses (mncluster.core's plugins/filter/mnc.py), with lspci -n listings of real
+boards."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc
-import mnc_gpu_arch
+from ansible_collections.mncluster.core.plugins.filter import mnc
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_gpu_arch
 
 # An HGX B200 board: 8 GPUs (10de:2901) and its NVSwitches (bridges, 0680), a NIC beside them.
 B200 = "\n".join(

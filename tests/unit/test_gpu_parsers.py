@@ -10,11 +10,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_dcgm
-import mnc_nccl_tests
-import mnc_nvsmi
-import mnc_nvtopo
-import mnc_xid
+from ansible_collections.mncluster.core.plugins.module_utils import (
+    mnc_dcgm,
+    mnc_nccl_tests,
+    mnc_nvsmi,
+    mnc_nvtopo,
+    mnc_xid,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 

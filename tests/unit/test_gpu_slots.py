@@ -19,7 +19,7 @@ from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_preflight
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
 
 HOSTFILE_TASKS = CASE_FACTS + """\
 - name: "Write the hostfile ({{ case.name }})"

@@ -6,10 +6,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc as mnc_filters
-import mnc_bench
-import mnc_hostfile
-import mnc_verify_mpi
+from ansible_collections.mncluster.core.plugins.filter import mnc as mnc_filters
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_bench, mnc_hostfile, mnc_verify_mpi
 
 TEXT = "# managed by mncluster\n10.0.0.1 slots=4\n\n10.0.0.2 slots=4 max_slots=8  # node 2\nnode3\n"
 

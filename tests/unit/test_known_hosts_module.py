@@ -1,4 +1,4 @@
-"""library/mnc_known_hosts.py run by real Ansible, the result read back by OpenSSH's own
+"""mncluster.core.mnc_known_hosts run by real Ansible, the result read back by OpenSSH's own
 `ssh-keygen -F`: every name pinned with its key, hashed, in one run; a second run changes
 nothing; a wrong key is replaced; lines for other hosts are kept; check mode writes nothing."""
 
@@ -36,7 +36,7 @@ def mesh(tmp_path):
 
 def test_every_name_pinned_hashed_in_one_run_and_a_second_run_changes_nothing(mesh):
     path = mesh["path"]
-    first = run_module("mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
+    first = run_module("mncluster.core.mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
     assert first["changed"] is True and len(first["added"]) == 6, first
     text = path.read_text()
     assert all(line.startswith("|1|") for line in text.splitlines())
@@ -44,7 +44,7 @@ def test_every_name_pinned_hashed_in_one_run_and_a_second_run_changes_nothing(me
     for h in mesh["hosts"]:
         assert lookup(path, h["name"]) == [h["key"]], h["name"]
     assert oct(path.stat().st_mode & 0o777) == "0o600"
-    second = run_module("mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
+    second = run_module("mncluster.core.mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
     assert second["changed"] is False and second["added"] == [] and second["replaced"] == []
     assert path.read_text() == text
 
@@ -55,7 +55,7 @@ def test_a_wrong_key_is_replaced_and_other_hosts_lines_are_kept(mesh):
     wrong = keypair(tmp, "impostor")
     # A comment, another host's line, and a plain entry with a stale key for node2.
     path.write_text(f"# mine\n{stranger}\nnode2 {wrong}\n")
-    res = run_module("mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
+    res = run_module("mncluster.core.mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
     assert res["replaced"] == ["node2"], res
     assert lookup(path, "node2") == [mesh["keys"]["node2"]]
     assert wrong not in path.read_text()
@@ -65,7 +65,7 @@ def test_a_wrong_key_is_replaced_and_other_hosts_lines_are_kept(mesh):
 def test_an_already_pinned_plain_name_is_kept_as_it_is(mesh):
     path = mesh["path"]
     path.write_text(f"node3 {mesh['keys']['node3']}\n")
-    res = run_module("mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
+    res = run_module("mncluster.core.mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]})
     assert "node3" not in res["added"] + res["replaced"], res
     assert path.read_text().splitlines()[0] == f"node3 {mesh['keys']['node3']}"
     assert len(path.read_text().splitlines()) == 6
@@ -74,13 +74,13 @@ def test_an_already_pinned_plain_name_is_kept_as_it_is(mesh):
 def test_check_mode_reports_and_writes_nothing(mesh):
     path = mesh["path"]
     path.write_text("")
-    res = run_module("mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]}, "--check")
+    res = run_module("mncluster.core.mnc_known_hosts", {"path": str(path), "hosts": mesh["hosts"]}, "--check")
     assert res["changed"] is True and len(res["added"]) == 6
     assert path.read_text() == ""
 
 
 def test_a_pattern_as_a_name_is_refused(mesh):
     bad = [{"name": "node*", "key": "a b"}]
-    res = run_module("mnc_known_hosts", {"path": str(mesh["path"]), "hosts": bad})
+    res = run_module("mncluster.core.mnc_known_hosts", {"path": str(mesh["path"]), "hosts": bad})
     assert res.get("failed") and "bad entry" in res["msg"]
     assert not mesh["path"].exists()

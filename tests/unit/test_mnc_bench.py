@@ -10,10 +10,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_bench
-import mnc_bench_markdown
-import mnc_bench_parse
-import mnc_bench_report
+from ansible_collections.mncluster.core.plugins.module_utils import (
+    mnc_bench,
+    mnc_bench_markdown,
+    mnc_bench_parse,
+    mnc_bench_report,
+)
 
 
 @pytest.mark.parametrize(

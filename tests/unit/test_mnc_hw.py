@@ -3,7 +3,7 @@
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-import mnc_hw
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_hw
 
 # An 8-GPU HGX A100 board (lspci -n): GPUs (0302), NVSwitches (0680), ConnectX-6 InfiniBand (0207)
 # and a ConnectX Ethernet port (0200, vendor 15b3), among the host's own devices.

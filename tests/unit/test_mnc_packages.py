@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-import mnc_packages
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_packages
 
 FACT = {"mncluster-packages": {"installed": "lmod munge libc6 python3-venv"}}
 # What a node's fact said before the names became one string.

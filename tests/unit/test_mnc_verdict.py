@@ -8,12 +8,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_bench
-import mnc_bench_markdown
-import mnc_bench_report
-import mnc_verdict
-import mnc_verdict_model
-from mnc_verdict_compare import compare
+from ansible_collections.mncluster.core.plugins.module_utils import (
+    mnc_bench,
+    mnc_bench_markdown,
+    mnc_bench_report,
+    mnc_verdict,
+    mnc_verdict_model,
+)
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_verdict_compare import compare
 
 L = 102_228_384  # ResNet-50's fp32 gradient, the seed's figure
 

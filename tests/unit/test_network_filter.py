@@ -1,8 +1,9 @@
-"""filter_plugins/mnc.py mnc_network: the CIDR OpenMPI is pinned to (roles/mpi_network, verify.yml)."""
+"""The filter mncluster.core.mnc_network (plugins/filter/mnc.py): the CIDR OpenMPI is pinned to
+(roles/mpi_network, verify.yml)."""
 
 
-import mnc as mnc_filters
 import pytest
+from ansible_collections.mncluster.core.plugins.filter import mnc as mnc_filters
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from mnc_ompi_info import (
+from ansible_collections.mncluster.core.plugins.module_utils.mnc_ompi_info import (
     OmpiInfoParseError,
     parse_configure_cli,
     parse_ompi_info,

@@ -1,4 +1,4 @@
-"""library/openmpi_facts.py run by real Ansible against a real ompi_info.
+"""mncluster.core.openmpi_facts run by real Ansible against a real ompi_info.
 
 The controller has Debian's ompi_info (openmpi-bin); tests that need it skip
 where it is missing. Error paths use real programs that fail.
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_module(args: str, check: bool = False) -> dict:
     # The controller's own interpreter (ansible_env's): discovery may find a broken shim first.
-    return ansible_env.run_module("openmpi_facts", args, *(["--check"] if check else []))
+    return ansible_env.run_module("mncluster.core.openmpi_facts", args, *(["--check"] if check else []))
 
 
 needs_ompi_info = pytest.mark.skipif(shutil.which("ompi_info") is None, reason="no ompi_info on this host")

@@ -19,7 +19,7 @@ from mnc_battery import record
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_preflight
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
 
 PREFLIGHT = ROOT / "playbooks" / "preflight.yml"
 # What "hung" means for one preflight run (normally a few seconds; 32 s seen on a loaded

@@ -1,4 +1,4 @@
-"""library/mnc_prune.py run by real Ansible on a stand-in cache and report root (issue 38,
+"""mncluster.core.mnc_prune run by real Ansible on a stand-in cache and report root (issue 38,
 item 9): leftovers of killed runs older than the bound go, younger ones stay; with evict, only
 the newest builds of each name (a locked one kept), wheelhouses and reports (never `latest`'s)
 stay; check mode removes nothing; the cache's size is reported."""
@@ -42,7 +42,7 @@ def _bed(tmp_path):
 
 def test_leftovers_only_by_default(tmp_path):
     cache, _, paths = _bed(tmp_path)
-    res = run_module("mnc_prune", {"cache": str(cache), "tmpdir": str(tmp_path / "none")})
+    res = run_module("mncluster.core.mnc_prune", {"cache": str(cache), "tmpdir": str(tmp_path / "none")})
     assert res["removed"] == [str(paths["old-partial"])], res
     assert paths["new-partial"].exists() and paths["build-1"].exists()
     assert res["cache_bytes"] == sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
@@ -52,9 +52,9 @@ def test_evict_keeps_the_newest_builds_locked_ones_and_latest(tmp_path):
     cache, reports, paths = _bed(tmp_path)
     args = {"cache": str(cache), "reports": str(reports), "tmpdir": str(tmp_path / "none"), "evict": True,
             "keep_builds": 2, "keep_reports": 1}  # fmt: skip
-    dry = run_module("mnc_prune", args, "--check")
+    dry = run_module("mncluster.core.mnc_prune", args, "--check")
     assert dry["changed"] and paths["build-1"].exists(), dry
-    res = run_module("mnc_prune", args)
+    res = run_module("mncluster.core.mnc_prune", args)
     assert sorted(res["removed"]) == sorted(dry["removed"]), (res, dry)
     assert not paths["build-1"].exists() and not paths["record-1"].exists()
     assert paths["build-2"].exists() and paths["build-3"].exists() and paths["build-locked"].exists()

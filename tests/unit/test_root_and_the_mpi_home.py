@@ -10,7 +10,7 @@ the user in MNC_PYTHON_USER). A `become_user` expression that can come out as ro
 (`{{ user if ... else 'root' }}`) counts as root: that shape once let root chown a link's
 target (common's work directory outside the home). Root makes a directory for the user
 outside the home only through `mnc_user_dir`, which follows no link the user could have
-planted (library/mnc_user_dir.py). What may stay as root is listed below, each with the reason.
+planted (mncluster.core.mnc_user_dir). What may stay as root is listed below, each with the reason.
 
 Also: no role defaults a path to world-writable /tmp or /var/tmp (root's
 scratch is root's own, mode 0700: roles/artifacts build_check).
@@ -179,11 +179,13 @@ LINT_CASES = {
         True,
     ),
     "files-under-home-as-root": (
-        {"name": "t", "mnc_write_files": {"files": [{"dest": "/etc/x"}, {"dest": "{{ __pyenv_root }}/v"}]}},
+        {"name": "t",
+         "mncluster.core.mnc_write_files": {"files": [{"dest": "/etc/x"}, {"dest": "{{ __pyenv_root }}/v"}]}},
         True,
     ),
     "files-under-home-as-user": (
-        {"name": "t", "mnc_write_files": {"files": [{"dest": "{{ __pyenv_root }}/version"}]}, **AS_USER},
+        {"name": "t", "mncluster.core.mnc_write_files": {"files": [{"dest": "{{ __pyenv_root }}/version"}]},
+         **AS_USER},
         False,
     ),
     "venv-python-shell-as-root": (
@@ -233,8 +235,8 @@ LINT_CASES = {
         True,
     ),
     "user-dir-module-as-root": (
-        {"name": "t",
-         "mnc_user_dir": {"path": "{{ mnc_work_dir }}", "owner": "u", "group": "u", "mode": "0755"}},
+        {"name": "t", "mncluster.core.mnc_user_dir": {
+            "path": "{{ mnc_work_dir }}", "owner": "u", "group": "u", "mode": "0755"}},
         False,
     ),
     "root-path": ({"name": "t", "ansible.builtin.file": {"path": "/etc/x", "state": "directory"}}, False),

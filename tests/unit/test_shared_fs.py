@@ -21,9 +21,9 @@ from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_preflight
-import mnc_verify as v
-import mnc_verify_mpi as vmpi
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify as v
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify_mpi as vmpi
 
 MPIIO = ROOT / "roles" / "verify" / "files" / "mnc_mpiio.py"
 

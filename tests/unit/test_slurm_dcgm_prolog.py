@@ -32,6 +32,8 @@ from ansible_env import run_playbook
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "slurm"
 PROGRAM = ROLE / "files" / "dcgm-prolog" / "mncluster-dcgm-prolog.py"
+# the parsers a node program imports too: mncluster.core's module_utils
+MODULE_UTILS = ROOT / "collections/ansible_collections/mncluster/core/plugins/module_utils"
 GPU = Path(__file__).parent / "fixtures" / "gpu"
 SLURM = Path(__file__).parent / "fixtures" / "slurm"
 PASS_DCGM3 = GPU / "dcgmi-diag-r3-pass-570-blackwell.txt"
@@ -50,11 +52,12 @@ INSTALLED = yaml.safe_load((ROLE / "tasks" / "dcgm-prolog.yml").read_text())
 def installed_files() -> dict[str, tuple[Path | None, str]]:
     """{file name in the prolog's directory: (the repository file it is, or None for the
     settings; its mode)} from tasks/dcgm-prolog.yml's mnc_write_files task: a role file
-    (``lookup('ansible.builtin.file', 'dcgm-prolog/...')``, under files/) or a module_utils file
-    found through Ansible's module_utils path (``first_found`` over ``__slurm_module_utils``)."""
-    task = next(t for t in INSTALLED if "mnc_write_files" in t)
+    (``lookup('ansible.builtin.file', 'dcgm-prolog/...')``, under files/) or a module_utils file of
+    mncluster.core found through Ansible's collections path (``first_found`` over
+    ``__slurm_module_utils``)."""
+    task = next(t for t in INSTALLED if "mncluster.core.mnc_write_files" in t)
     out = {}
-    for f in task["mnc_write_files"]["files"]:
+    for f in task["mncluster.core.mnc_write_files"]["files"]:
         name = f["dest"].removeprefix("{{ __slurm_dcgm_prolog_dir }}/")
         role_file = re.fullmatch(
             r"\{\{ lookup\('ansible\.builtin\.file', '([^'/][^']*)'\) \}\}\n", f["content"]
@@ -68,7 +71,7 @@ def installed_files() -> dict[str, tuple[Path | None, str]]:
         if role_file:
             src = ROLE / "files" / role_file.group(1)
         elif shared:
-            src = ROOT / "module_utils" / shared.group(1)
+            src = MODULE_UTILS / shared.group(1)
         else:
             assert "lookup(" not in f["content"], f["content"]  # the settings: no file read
         out[name] = (src, f.get("mode", "0644"))
@@ -82,7 +85,7 @@ def test_the_role_installs_the_program_and_every_module_it_imports():
     assert imported == {"mnc_dcgm", "mnc_slurm_health"}
     # the health check's drain rules, a role file; DCGM's parser, verify's one copy in module_utils
     assert files["mnc_slurm_health.py"] == (ROLE / "files" / "healthcheck" / "mnc_slurm_health.py", "0644")
-    assert files["mnc_dcgm.py"] == (ROOT / "module_utils" / "mnc_dcgm.py", "0644")
+    assert files["mnc_dcgm.py"] == (MODULE_UTILS / "mnc_dcgm.py", "0644")
     for src, _mode in files.values():
         assert src is None or src.is_file(), src
     assert files["settings.json"][0] is None

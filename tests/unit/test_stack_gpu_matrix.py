@@ -19,7 +19,7 @@ import yaml
 from ansible_env import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-import mnc_gpu_matrix
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_gpu_matrix
 
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main" / "cuda.yml").read_text())
 SUPPORT = DEFAULTS["stack_cupy_support"]

@@ -1,4 +1,4 @@
-"""library/mnc_user_dir.py run by real Ansible as root: root makes a directory for an
+"""mncluster.core.mnc_user_dir run by real Ansible as root: root makes a directory for an
 unprivileged user (here `nobody`) and follows no link that user could have planted, anywhere on
 the path; a link the site made (root's, in a directory only root can write) is followed.
 Issue 38, item 1: with the builtin file module, a link planted at the work directory made root
@@ -66,11 +66,11 @@ def _plant(link, target):
 
 def test_makes_the_directory_for_the_user_and_a_second_run_changes_nothing(user_owned):
     path = user_owned / "mncluster"
-    first = run_module("mnc_user_dir", _args(path))
+    first = run_module("mncluster.core.mnc_user_dir", _args(path))
     assert first["changed"] is True and first["created"] == [str(path)], first
     st = os.lstat(path)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (*_ids(), 0o755)
-    second = run_module("mnc_user_dir", _args(path))
+    second = run_module("mncluster.core.mnc_user_dir", _args(path))
     assert second["changed"] is False and second["created"] == [], second
 
 
@@ -79,7 +79,7 @@ def test_a_link_planted_at_the_path_is_refused_and_its_target_unchanged(user_own
     before = _state(victim)
     path = user_owned / "mncluster"
     _plant(path, victim)
-    result = run_module("mnc_user_dir", _args(path))
+    result = run_module("mncluster.core.mnc_user_dir", _args(path))
     assert result.get("failed") and result.get("refused"), result
     assert f"{path} is a link (owned by {USER}, to {victim})" in result["msg"], result["msg"]
     assert _state(victim) == before
@@ -89,7 +89,7 @@ def test_a_link_planted_at_the_path_is_refused_and_its_target_unchanged(user_own
 def test_a_link_planted_above_the_path_is_refused_and_nothing_made_in_its_target(user_owned, victim):
     before = _state(victim)
     _plant(user_owned / "sub", victim)
-    result = run_module("mnc_user_dir", _args(user_owned / "sub" / "mncluster"))
+    result = run_module("mncluster.core.mnc_user_dir", _args(user_owned / "sub" / "mncluster"))
     assert result.get("failed") and result.get("refused"), result
     assert f"{user_owned}/sub is a link" in result["msg"], result["msg"]
     assert _state(victim) == before  # no mncluster made in it, no owner or mode changed
@@ -101,7 +101,7 @@ def test_a_link_the_site_made_is_followed(tmp_path):
     real = tmp_path / "data" / "scratch"
     real.mkdir(parents=True)
     (tmp_path / "scratch").symlink_to(real)
-    result = run_module("mnc_user_dir", _args(tmp_path / "scratch" / "u"))
+    result = run_module("mncluster.core.mnc_user_dir", _args(tmp_path / "scratch" / "u"))
     assert result["changed"] is True, result
     assert os.lstat(real / "u").st_uid == _ids()[0]
 
@@ -114,19 +114,19 @@ def test_a_root_link_in_a_directory_others_can_write_is_not_followed(tmp_path, v
     shared.chmod(0o1777)
     (shared / "x").symlink_to(victim)
     before = _state(victim)
-    result = run_module("mnc_user_dir", _args(shared / "x" / "u"))
+    result = run_module("mncluster.core.mnc_user_dir", _args(shared / "x" / "u"))
     assert result.get("refused"), result
     assert _state(victim) == before
 
 
 def test_a_file_in_the_way_is_refused(user_owned):
     (user_owned / "mncluster").write_text("")
-    result = run_module("mnc_user_dir", _args(user_owned / "mncluster"))
+    result = run_module("mncluster.core.mnc_user_dir", _args(user_owned / "mncluster"))
     assert result.get("refused") and "is not a directory" in result["msg"], result
 
 
 def test_check_mode_makes_nothing(user_owned):
     path = user_owned / "a" / "b"
-    result = run_module("mnc_user_dir", _args(path), "--check")
+    result = run_module("mncluster.core.mnc_user_dir", _args(path), "--check")
     assert result["changed"] is True and result["created"] == [str(user_owned / "a"), str(path)], result
     assert not (user_owned / "a").exists()

@@ -19,10 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_verify as v
-import mnc_verify_gpu as vgpu
-import mnc_verify_mpi as vmpi
-import mnc_verify_render as vrender
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify as v
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify_gpu as vgpu
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify_mpi as vmpi
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify_render as vrender
 
 P2P = ROOT / "roles" / "verify" / "files" / "mnc_p2p_bandwidth.py"
 VERSIONS = ROOT / "roles" / "verify" / "files" / "mnc_versions.py"

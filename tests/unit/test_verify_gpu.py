@@ -21,9 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 import mnc_gpu_probe
-import mnc_verify as v
-import mnc_verify_gpu as vgpu
-import mnc_verify_render as vrender
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify as v
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify_gpu as vgpu
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify_render as vrender
 
 PROBE = ROOT / "roles" / "verify" / "files" / "mnc_gpu_probe.py"
 needs_mpiexec = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec on this host")

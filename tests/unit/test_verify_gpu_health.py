@@ -10,9 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import mnc_verify
-import mnc_verify_gpu_health as h
-import mnc_verify_nccl
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify, mnc_verify_nccl
+from ansible_collections.mncluster.core.plugins.module_utils import mnc_verify_gpu_health as h
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 UVM = ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]

@@ -1,4 +1,4 @@
-"""library/mnc_verify_table.py run by real Ansible: the table, the verdict, argument errors."""
+"""mncluster.core.mnc_verify_table run by real Ansible: the table, the verdict, argument errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_module(args: dict) -> dict:
-    return ansible_env.run_module("mnc_verify_table", args)
+    return ansible_env.run_module("mncluster.core.mnc_verify_table", args)
 
 
 NODES = [

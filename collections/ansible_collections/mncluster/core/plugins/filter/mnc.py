@@ -1,0 +1,160 @@
+"""Jinja filters over mncluster's module_utils: one implementation of each idea.
+
+Playbooks and roles reach the pure helpers in the collection's module_utils through
+these filters (``mncluster.core.<filter>``), so a rule such as
+"an artifact override replaces the record's source" or "what a hostfile
+lists" lives in Python once, with its unit tests, and nowhere in Jinja.
+"""
+
+import ipaddress
+
+from ansible_collections.mncluster.core.plugins.module_utils import (
+    mnc_artifacts,
+    mnc_gpu_arch,
+    mnc_gpu_matrix,
+    mnc_hostfile,
+    mnc_hw,
+    mnc_packages,
+    mnc_preflight,
+)
+
+
+def mnc_artifact_source(artifact, overrides=None):
+    """The artifact record after mnc_artifact_overrides:
+    ``record | mncluster.core.mnc_artifact_source(overrides)``."""
+    return mnc_artifacts.apply_override(artifact, overrides)
+
+
+def mnc_malformed_artifacts(artifacts):
+    """The artifact records that are incomplete or malformed (roles/stack's check of the matrix)."""
+    return mnc_artifacts.malformed_artifacts(artifacts)
+
+
+def mnc_hostfile_hosts(text, strict=True):
+    """``[{host, slots}]`` of an MPI hostfile's text, in file order (``strict=False``: an
+    unreadable field is skipped, as the acceptance checks read it, instead of raising)."""
+    hosts = mnc_hostfile.parse_hostfile(text, strict=strict)
+    return [{"host": host, "slots": slots} for host, slots in hosts]
+
+
+def mnc_network(address, prefix):
+    """The network an address is on, as CIDR: ``'10.0.0.11' | mncluster.core.mnc_network(24)`` is
+    ``10.0.0.0/24``."""
+    return str(ipaddress.ip_interface(f"{address}/{int(prefix)}").network)
+
+
+def mnc_unsafe_names(values, kind="name"):
+    """The values (a string or a list) that are not a safe name of ``kind`` (user, interface, name)."""
+    return mnc_preflight.unsafe_names(values, kind)
+
+
+def mnc_preflight_specs(roles_dir):
+    """``[{role, entry, options}]`` of every ``<roles_dir>/*/meta/argument_specs.yml`` (every entry
+    point), defaults and required dropped:
+    ``(playbook_dir ~ '/../roles') | mncluster.core.mnc_preflight_specs``."""
+    return mnc_preflight.role_specs(mnc_preflight.read_specs(roles_dir))
+
+
+def mnc_preflight_provided(specs, values):
+    """The specs of which ``values`` (what a node's inventory sets) holds an option, each with
+    ``provided``: those values."""
+    return mnc_preflight.provided(specs, values)
+
+
+def mnc_preflight_names(names):
+    """The variable names, of those given, that preflight's cross-checks have a rule for."""
+    return mnc_preflight.checked_names(names)
+
+
+def mnc_preflight_node(values, host, nodes=None):
+    """Problems of one node's inventory values:
+    ``values | mncluster.core.mnc_preflight_node(inventory_hostname, groups['mnc_nodes'])``."""
+    return mnc_preflight.node_problems(host, values, nodes)
+
+
+def mnc_preflight_cluster(private_ips):
+    """Problems across the nodes ``{host: mnc_private_ip or None}``: missing and shared addresses."""
+    return mnc_preflight.cluster_problems(private_ips)
+
+
+def mnc_preflight_spec_problems(results, host):
+    """One line per distinct argument-spec error in validate_argument_spec loop results."""
+    return mnc_preflight.spec_problems(host, results)
+
+
+def mnc_slots_over_gpus(slots, host, variable, gpus):
+    """In GPU mode, a rank count per node above the node's counted GPUs, named (empty: fine):
+    ``mnc_slots_per_node
+    | mncluster.core.mnc_slots_over_gpus(inventory_hostname, 'mnc_slots_per_node', mnc_gpu_count)``."""
+    return mnc_preflight.slots_over_gpus(host, variable, slots, gpus)
+
+
+def mnc_launcher_without_scheduler(launcher, host, scheduler):
+    """``benchmark_launcher: slurm`` on a cluster without Slurm, named (empty: fine):
+    ``benchmark_launcher
+    | mncluster.core.mnc_launcher_without_scheduler(inventory_hostname, mnc_scheduler)``."""
+    return mnc_preflight.launcher_without_scheduler(host, launcher, scheduler)
+
+
+def mnc_shared_fs_problems(dirs, host, home, options, server="", nodes=None):
+    """What is wrong with the shared directories, their export options and server, named (empty:
+    fine): ``mnc_shared_dirs | mncluster.core.mnc_shared_fs_problems(inventory_hostname, mnc_mpi_home,
+    shared_fs_export_options, shared_fs_server, groups['mnc_nodes'])``."""
+    return mnc_preflight.shared_fs_problems(host, dirs, home, options, server, nodes)
+
+
+def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version):
+    """Why the pinned CUDA / cuDNN / NCCL / CuPy do not load together (empty: they do)."""
+    return mnc_gpu_matrix.gpu_stack_problems(
+        support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version
+    )
+
+
+def mnc_driver_gpu_problems(lspci_text, branch):
+    """Why driver branch ``branch`` cannot drive the GPUs of ``lspci -n`` (empty: it can):
+    ``out.stdout | mncluster.core.mnc_driver_gpu_problems(nvidia_driver_branch)``."""
+    return mnc_gpu_arch.driver_gpu_problems(branch, lspci_text)
+
+
+def mnc_pci_devices(text, vendor="", class_prefix=""):
+    """``[{slot, class, vendor, device}]`` of ``lspci -n`` output, of ``vendor`` and a class
+    starting with ``class_prefix`` when given:
+    ``out.stdout | mncluster.core.mnc_pci_devices('10de', '0680')``."""
+    return mnc_hw.pci_devices(text, vendor, class_prefix)
+
+
+def mnc_ibv_ports(text):
+    """``[{device, port, state, active, link_layer}]`` of ``ibv_devinfo`` output, one per port."""
+    return mnc_hw.ibv_ports(text)
+
+
+def mnc_missing_packages(names, local_facts=None):
+    """The ``names`` that the node's package fact does not list as installed:
+    ``pkgs | mncluster.core.mnc_missing_packages(ansible_local | default({}))`` (empty: apt can be
+    skipped)."""
+    return mnc_packages.missing_packages(names, local_facts)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "mnc_missing_packages": mnc_missing_packages,
+            "mnc_artifact_source": mnc_artifact_source,
+            "mnc_gpu_stack_problems": mnc_gpu_stack_problems,
+            "mnc_driver_gpu_problems": mnc_driver_gpu_problems,
+            "mnc_hostfile_hosts": mnc_hostfile_hosts,
+            "mnc_ibv_ports": mnc_ibv_ports,
+            "mnc_pci_devices": mnc_pci_devices,
+            "mnc_network": mnc_network,
+            "mnc_malformed_artifacts": mnc_malformed_artifacts,
+            "mnc_unsafe_names": mnc_unsafe_names,
+            "mnc_preflight_specs": mnc_preflight_specs,
+            "mnc_preflight_provided": mnc_preflight_provided,
+            "mnc_preflight_names": mnc_preflight_names,
+            "mnc_preflight_node": mnc_preflight_node,
+            "mnc_preflight_cluster": mnc_preflight_cluster,
+            "mnc_preflight_spec_problems": mnc_preflight_spec_problems,
+            "mnc_slots_over_gpus": mnc_slots_over_gpus,
+            "mnc_launcher_without_scheduler": mnc_launcher_without_scheduler,
+            "mnc_shared_fs_problems": mnc_shared_fs_problems,
+        }
