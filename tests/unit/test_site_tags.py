@@ -1,8 +1,8 @@
 """`site.yml --tags <stage>`: the plays the tags leave out still run their roles' argument
 checks (Ansible tags those always) but skip their own fact gathering, and openmpi's defaults
 read the node's architecture. Each stage play therefore gathers under any --tags where the run
-has not (playbooks/tasks/facts-under-tags.yml). Run here on two local "nodes" with a tag no
-task has: only what runs under every --tags runs (preflight, the argument checks, the
+has not (playbooks/tasks/facts-under-tags.yml, common's import_facts). Run here on two local
+"nodes" with a tag no task has: only what runs under every --tags runs (preflight, the argument checks, the
 gathering), so nothing is installed; without the gathering it failed at openmpi's check."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import yaml
 from ansible_env import ROOT, run_playbook
 
 GATHER = "Gather the facts a --tags run did not (the roles' argument checks read them)"
+IMPORT = ("common : Gather facts under --tags, load the facts of earlier stages, stop a check run on a node "
+          "without the MPI user")
 
 
 def test_site_yml_under_a_tag_that_leaves_every_stage_out(tmp_path):
@@ -36,4 +38,8 @@ def test_site_yml_under_a_tag_that_leaves_every_stage_out(tmp_path):
     # gathered in the first stage play, skipped in the others
     gathered = [r for r in proc.results(GATHER) if r["_event"] != "runner_on_skipped"]
     assert len(gathered) == len(hosts)
-    assert proc.task_names().count(GATHER) == 8
+    # every node play after the base one (verify and benchmark too) starts with common's
+    # import_facts, which includes the gathering (and the facts' loading) only where a node
+    # needs it: here, nowhere
+    assert proc.task_names().count(IMPORT) == 9
+    assert not [r for r in proc.results(IMPORT) if r["_event"] != "runner_on_skipped"]
