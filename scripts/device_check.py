@@ -42,16 +42,10 @@ import argparse
 import sys
 import time
 
-try:  # run as a script: scripts/ is sys.path[0]
-    import device_check_harness as harness
-    from device_check_gpu import check_cuda, check_cudnn, check_nccl, check_nvidia_smi, check_python
-    from device_check_mpi import check_mpi_allreduce, check_mpi_device, check_mpi_host
-    from device_check_train import TRAIN_CHECKS, check_train
-except ImportError:  # imported as scripts.device_check (the unit tests)
-    from scripts import device_check_harness as harness
-    from scripts.device_check_gpu import check_cuda, check_cudnn, check_nccl, check_nvidia_smi, check_python
-    from scripts.device_check_mpi import check_mpi_allreduce, check_mpi_device, check_mpi_host
-    from scripts.device_check_train import TRAIN_CHECKS, check_train
+import device_check_harness as harness
+from device_check_gpu import check_cuda, check_cudnn, check_nccl, check_nvidia_smi, check_python
+from device_check_mpi import check_mpi_allreduce, check_mpi_device, check_mpi_host
+from device_check_train import TRAIN_CHECKS, check_train
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,10 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-try:  # run as a script: scripts/ is sys.path[0]
-    from device_check_harness import gpu_probe, last_line, probe, report, run
-except ImportError:  # imported as scripts.device_check_gpu (the unit tests)
-    from scripts.device_check_harness import gpu_probe, last_line, probe, report, run
+from device_check_harness import gpu_probe, last_line, probe, report, run
 
 # --- what is here --------------------------------------------------------------
 

@@ -10,12 +10,8 @@ from __future__ import annotations
 import shutil
 import statistics
 
-try:  # run as a script: scripts/ is sys.path[0]
-    import device_check_gpu as gpu_checks
-    from device_check_harness import gpu_probe, last_line, report, run
-except ImportError:  # imported as scripts.device_check_mpi (the unit tests)
-    from scripts import device_check_gpu as gpu_checks
-    from scripts.device_check_harness import gpu_probe, last_line, report, run
+import device_check_gpu as gpu_checks
+from device_check_harness import gpu_probe, last_line, report, run
 
 # --- MPI -------------------------------------------------------------------------
 

@@ -12,12 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:  # run as a script: scripts/ is sys.path[0]
-    import device_check_gpu as gpu_checks
-    from device_check_harness import last_line, report, run
-except ImportError:  # imported as scripts.device_check_train (the unit tests)
-    from scripts import device_check_gpu as gpu_checks
-    from scripts.device_check_harness import last_line, report, run
+import device_check_gpu as gpu_checks
+from device_check_harness import last_line, report, run
 
 # --- the benchmark -------------------------------------------------------------------
 

@@ -36,11 +36,7 @@ from pathlib import Path
 
 import ansible_runner
 from ansible_runner.exceptions import AnsibleRunnerException
-
-try:  # run as a command: scripts/ is on the path
-    from runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, recap, task_name
-except ImportError:  # imported as scripts.playbook_runner (the tests)
-    from scripts.runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, recap, task_name
+from runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, recap, task_name
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook and ansible beside this Python (the venv)

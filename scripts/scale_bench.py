@@ -40,14 +40,9 @@ import os
 import sys
 from pathlib import Path
 
-try:  # run as a script: scripts/ is sys.path[0]
-    from scale_bench_cpu import controller_cpu, node_cpu
-    from scale_bench_events import parse_log, profile, read_events, summarize, trim
-    from scale_bench_report import TITLES, busiest, cpu_cells, markdown, plot, read_records
-except ImportError:  # imported as scripts.scale_bench (the unit tests)
-    from scripts.scale_bench_cpu import controller_cpu, node_cpu
-    from scripts.scale_bench_events import parse_log, profile, read_events, summarize, trim
-    from scripts.scale_bench_report import TITLES, busiest, cpu_cells, markdown, plot, read_records
+from scale_bench_cpu import controller_cpu, node_cpu
+from scale_bench_events import parse_log, profile, read_events, summarize, trim
+from scale_bench_report import TITLES, busiest, cpu_cells, markdown, plot, read_records
 
 
 def _load() -> str:

@@ -28,10 +28,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-try:  # run as a command: scripts/ is on the path
-    from runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, TASK_START_EVENTS, recap, task_name
-except ImportError:  # imported as scripts.scale_bench_events (the tests)
-    from scripts.runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, TASK_START_EVENTS, recap, task_name
+from runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, TASK_START_EVENTS, recap, task_name
 
 CONTROLLER = {"localhost"}
 SLOWEST = 5

@@ -9,10 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-try:  # run as a script: scripts/ is sys.path[0]
-    from scale_bench_cpu import cpu_floor, node_cpu_mean
-except ImportError:  # imported as scripts.scale_bench_report (the unit tests)
-    from scripts.scale_bench_cpu import cpu_floor, node_cpu_mean
+from scale_bench_cpu import cpu_floor, node_cpu_mean
 
 # The runs the table shows, in its order; the others (sandbox, prepare,
 # converge) are recorded but only the benchmark's subject is tabled.

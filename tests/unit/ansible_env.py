@@ -11,9 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from scripts.playbook_runner import Run
-from scripts.playbook_runner import run_module as _run_module
-from scripts.playbook_runner import run_playbook as _run_playbook
+from playbook_runner import Run
+from playbook_runner import run_module as _run_module
+from playbook_runner import run_playbook as _run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,9 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import device_check_gpu
 import pytest
-
-from scripts import device_check_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "device-check.sh"

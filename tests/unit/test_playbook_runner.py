@@ -7,9 +7,8 @@ import json
 import signal
 import sys
 
+import playbook_runner as pr
 from ansible_env import repo_ansible_env
-
-from scripts import playbook_runner as pr
 
 PLAY = """\
 - name: A play with every kind of result

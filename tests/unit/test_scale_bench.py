@@ -17,11 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from scripts import scale_bench as sb
-from scripts import scale_bench_cpu as cpu
-from scripts import scale_bench_events as ev
-from scripts import scale_bench_report as rep
+import scale_bench as sb
+import scale_bench_cpu as cpu
+import scale_bench_events as ev
+import scale_bench_report as rep
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "unit" / "fixtures"

@@ -16,8 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 from ansible_env import podman_hosts, repo_ansible_env, run_playbook
-
-from scripts.playbook_runner import run_module
+from playbook_runner import run_module
 
 # One `podman exec` per check (tests/unit/ansible_env.py).
 testinfra_hosts = podman_hosts("all")
