@@ -181,8 +181,9 @@ def test_preflight_reads_the_shared_directory_rules_from_the_inventory():
 
 @pytest.mark.battery("bad input: shared_fs run alone with a server that is not a node, nothing changed")
 def test_the_role_alone_refuses_a_server_that_is_not_a_node(tmp_path):
-    """The role's first task is preflight's rule: run on its own (no site.yml, no preflight), a
-    shared_fs_server outside mnc_nodes fails the play before a package, directory or file is made."""
+    """The role's first check is preflight's rule (after a read-only look): run on its own (no
+    site.yml, no preflight), a shared_fs_server outside mnc_nodes fails the play before a package,
+    directory or file is made."""
     shared = Path(f"/srv/mnc-test-{tmp_path.name}")  # not under /tmp: a system directory
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"mnc_nodes": {"hosts": {"localhost": {
