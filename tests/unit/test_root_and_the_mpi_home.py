@@ -46,8 +46,9 @@ RUNNERS = {"command", "shell", "script", "raw"}
 
 # (role/tasks/file.yml, task name): why root may do it.
 ALLOWED = {
-    ("cuda/tasks/environment.yml", "Check for the MPI user's home directory"):
-        "stat only (not a writer, listed for the record): reads metadata, writes nothing",
+    ("cuda/tasks/main.yml", "Look at the MPI user's home and the CUDA prefix"):
+        "reads metadata only (test -d / -L of the home, no link taken for one): opens, writes and runs"
+        " nothing of the user's",
     ("common/tasks/mpi_user.yml",
      "Read the node's accounts and groups, and look at the MPI user's home and work directory"):
         "reads metadata only (getent; test -d / -L and stat -c of the home and the work directory, no link"
