@@ -18,15 +18,21 @@ IMPORT = ("common : Gather facts under --tags, load the facts of earlier stages,
           "without the MPI user")
 
 
-def test_site_yml_under_a_tag_that_leaves_every_stage_out(tmp_path):
+def local_nodes(path) -> dict:
+    """Two "nodes" that are this machine (local connection), with the sandbox's settings."""
     hosts = {
         f"tags-node{i}": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                           "ansible_become": False, "mnc_private_ip": f"10.77.0.{10 + i}"}
         for i in (1, 2)
     }
     # The sandbox's settings (its group_vars), not its nodes: a hosts.yml a sandbox left is not ours.
-    shutil.copytree(ROOT / "inventory" / "sandbox" / "group_vars", tmp_path / "group_vars")
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"mnc_nodes": {"hosts": hosts}}))
+    shutil.copytree(ROOT / "inventory" / "sandbox" / "group_vars", path / "group_vars")
+    (path / "hosts.yml").write_text(yaml.safe_dump({"mnc_nodes": {"hosts": hosts}}))
+    return hosts
+
+
+def test_site_yml_under_a_tag_that_leaves_every_stage_out(tmp_path):
+    hosts = local_nodes(tmp_path)
     proc, _ = run_playbook(ROOT / "site.yml", "--tags", "no-such-stage", inventory=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.tail(3000)
     for host in hosts:
@@ -43,3 +49,19 @@ def test_site_yml_under_a_tag_that_leaves_every_stage_out(tmp_path):
     # needs it: here, nowhere
     assert proc.task_names().count(IMPORT) == 9
     assert not [r for r in proc.results(IMPORT) if r["_event"] != "runner_on_skipped"]
+
+
+def test_a_stage_without_preflight_still_refuses_an_inconsistent_matrix(tmp_path):
+    """stack has no tasks of its own: where no preflight passed in the run, the play's start
+    (common's import_facts) checks the version matrix on every node, before any role runs."""
+    hosts = local_nodes(tmp_path)
+    proc, _ = run_playbook(ROOT / "playbooks" / "mpi.yml", "--tags", "no-such-stage", "--skip-tags", "preflight",
+                           "-e", "stack_cupy_version=14.0.0", inventory=tmp_path, timeout=300)
+    assert proc.returncode != 0, proc.tail(3000)
+    for host in hosts:
+        failed = [r for r in proc.results(host=host) if r["_event"] == "runner_on_failed"]
+        assert [r["_task"] for r in failed] == ["common : Check the version matrix where this run's preflight did not"], failed
+        assert "CuPy 14" in failed[0]["msg"], failed[0]
+        assert proc.host_stats(host)["changed"] == 0, proc.stats()
+    # nothing of the play's roles ran: the check came first
+    assert not any(n.startswith("openmpi : ") for n in proc.task_names()), proc.task_names()
