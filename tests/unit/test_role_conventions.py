@@ -36,9 +36,15 @@ def _spec_options(role: Path) -> dict:
     return options
 
 
+# Roles that hold another prefix's shared values: stack the matrix (stack_*), cuda_matrix
+# the GPU roles' CUDA choices (cuda_install_method, cuda_version, ...), which the roles
+# below it read and users set by those names.
+SHARED_PREFIX = {"stack": "stack_", "cuda_matrix": "cuda_"}
+
+
 @pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
 def test_defaults_carry_the_role_prefix(role):
-    allowed = (f"{role.name}_", "mnc_") + (("stack_",) if role.name == "stack" else ())
+    allowed = (f"{role.name}_", "mnc_") + ((SHARED_PREFIX[role.name],) if role.name in SHARED_PREFIX else ())
     bad = [name for name in _defaults(role) if not name.startswith(allowed)]
     assert not bad, f"{role.name}: defaults without the {allowed} prefix: {bad}"
 

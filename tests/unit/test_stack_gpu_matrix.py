@@ -138,15 +138,19 @@ STACK_PLAY = """\
 - name: The stack role's check
   hosts: localhost
   gather_facts: false
-  roles:
-    - role: stack
+  tasks:
+    - name: The check preflight runs
+      ansible.builtin.import_role:
+        name: stack
+        tasks_from: check
 """
-# The GPU stage's roles (playbooks/gpu.yml), in check mode: the stack
-# dependency must refuse before any of their own tasks runs.
+# The GPU stage's roles (playbooks/gpu.yml) without preflight, in check mode:
+# their shared dependency cuda_matrix must refuse the matrix before any of
+# their own tasks runs.
 GPU_PLAY = """\
 - name: The GPU stage's roles
   hosts: localhost
-  gather_facts: false
+  gather_facts: true
   vars:
     mnc_use_gpu: true
     cuda_install_method: pip
@@ -193,5 +197,5 @@ def test_the_gpu_stage_stops_at_the_stack_check_before_anything_is_installed(tmp
     proc, out = _run(tmp_path, GPU_PLAY, {"stack_cudnn_version": "9.5.1.17"}, "--check")
     assert proc.returncode != 0, out
     assert "cannot use this GPU stack" in out, out
-    ran = [line for line in out.splitlines() if line.startswith("TASK [")]
-    assert ran and all(line.startswith("TASK [stack : ") for line in ran), ran
+    ran = [line for line in out.splitlines() if line.startswith("TASK [") and "Gathering Facts" not in line]
+    assert ran and all(line.startswith("TASK [cuda_matrix : ") for line in ran), ran
