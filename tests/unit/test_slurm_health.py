@@ -13,34 +13,47 @@ ROOT = Path(__file__).resolve().parents[2]
 
 import mnc_slurm_health as rules
 
-# scontrol -o show node as Slurm 22.05.8 (Debian 12) printed it in molecule/slurm's containers: a
-# node an administrator drained, and an idle one.
+# scontrol -o show node as Slurm printed it in molecule/slurm's containers: a node an
+# administrator drained, and an idle one; Slurm 22.05.8 (Debian 12) and 24.11.5 (Debian 13, with
+# MNC_NODE_IMAGE=localhost/mncluster-node:trixie: a new ResumeAfterTime= field, Reason= still
+# last with its [user@time]). The rules' tests run on both.
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
-ADMIN_DRAINED = (FIXTURES / "scontrol-o-show-node-admin-drained-22.05.txt").read_text()
-IDLE = (FIXTURES / "scontrol-o-show-node-idle-22.05.txt").read_text()
+SLURM_VERSIONS = ["22.05", "24.11"]
+
+
+def _scontrol(kind, version):
+    return (FIXTURES / f"scontrol-o-show-node-{kind}-{version}.txt").read_text()
+
+
+@pytest.fixture(params=SLURM_VERSIONS)
+def slurm(request):
+    """(idle, admin-drained) as this Slurm version prints them."""
+    return _scontrol("idle", request.param), _scontrol("admin-drained", request.param)
 
 
 def node(text):
     return rules.parse_node(text)
 
 
-def test_parse_node_reads_state_flags_and_reason_without_user_and_time():
-    n = node(ADMIN_DRAINED)
+def test_parse_node_reads_state_flags_and_reason_without_user_and_time(slurm):
+    idle, drained = slurm
+    n = node(drained)
     assert n == {
         "name": "mnc-slurm-2",
         "state": "IDLE+DRAIN",
         "flags": {"IDLE", "DRAIN"},
         "reason": "disk swap planned",
     }
-    assert node(IDLE)["reason"] is None and node(IDLE)["flags"] == {"IDLE"}
+    assert node(idle)["reason"] is None and node(idle)["flags"] == {"IDLE"}
     with pytest.raises(ValueError, match="no NodeName= and State="):
         rules.parse_node("Node mnc-slurm-9 not found")
 
 
-def test_a_failing_check_drains_with_our_reason():
-    action, reason = rules.decide(node(IDLE), ["shared directory /shared not mounted"])
+def test_a_failing_check_drains_with_our_reason(slurm):
+    idle, drained = slurm
+    action, reason = rules.decide(node(idle), ["shared directory /shared not mounted"])
     assert (action, reason) == ("drain", "mncluster: shared directory /shared not mounted")
-    ours = ADMIN_DRAINED.replace("Reason=disk swap planned", f"Reason={reason}")
+    ours = drained.replace("Reason=disk swap planned", f"Reason={reason}")
     assert rules.decide(node(ours), ["shared directory /shared not mounted"]) == (
         "keep",
         "already drained for this",
@@ -49,21 +62,35 @@ def test_a_failing_check_drains_with_our_reason():
     assert rules.decide(node(ours), ["MPI prefix /opt/openmpi/5 missing (no bin/mpiexec)"])[0] == "drain"
 
 
-def test_passing_again_resumes_only_our_drain():
-    ours = ADMIN_DRAINED.replace(
+def test_passing_again_resumes_only_our_drain(slurm):
+    idle, drained = slurm
+    ours = drained.replace(
         "Reason=disk swap planned", "Reason=mncluster: shared directory /shared not mounted"
     )
     assert rules.decide(node(ours), [])[0] == "resume"
-    assert rules.decide(node(ADMIN_DRAINED), []) == (
+    assert rules.decide(node(drained), []) == (
         "keep",
         "drained by someone else (disk swap planned): left as it is",
     )
-    assert rules.decide(node(IDLE), []) == ("keep", "every check passes")
+    assert rules.decide(node(idle), []) == ("keep", "every check passes")
 
 
-def test_an_administrators_drain_is_kept_even_when_a_check_fails():
-    action, why = rules.decide(node(ADMIN_DRAINED), ["shared directory /shared not mounted"])
+def test_an_administrators_drain_is_kept_even_when_a_check_fails(slurm):
+    _, drained = slurm
+    action, why = rules.decide(node(drained), ["shared directory /shared not mounted"])
     assert action == "keep" and "disk swap planned" in why
+
+
+def test_a_resumed_node_that_keeps_its_last_reason_counts_as_undrained():
+    """Slurm 24.11 (Debian 13) leaves the last reason on a node resumed from a drain (idle, no
+    DRAIN flag, Reason= ours still in scontrol show node; 22.05 clears it). The rules read the
+    flag: every check passing keeps it, a failure drains it again, and so does the DCGM prolog."""
+    resumed = node(_scontrol("resumed", "24.11"))
+    assert resumed["flags"] == {"IDLE"} and rules.ours(resumed["reason"])
+    assert rules.decide(resumed, []) == ("keep", "every check passes")
+    failure = ["shared directory /shared not mounted"]
+    assert rules.decide(resumed, failure) == ("drain", "mncluster: shared directory /shared not mounted")
+    assert rules.decide_dcgm(resumed, ["Diagnostic failed: GPU 0"])[0] == "drain"
 
 
 def test_reason_is_one_clipped_line_without_double_quotes():
