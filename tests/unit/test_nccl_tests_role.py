@@ -116,6 +116,8 @@ def _cases(d):
         "nccl_tests_nvcc_gencode": "",
         "nccl_tests_make_extra_args": [],
         "mnc_private_ip": "10.0.0.1",
+        # the stand-in toolkits have no bin/nvcc: "always" checks the request as a real build would
+        "nccl_tests_build": "always",
     }
 
     def case(name, **knobs):
@@ -316,3 +318,33 @@ def test_the_role_runs_in_a_play_of_the_gpu_nodes_only(tmp_path):
         assert proc.returncode == 0, proc.tail(3000)
         entered = {r["_host"] for r in proc.results("Entered") if r.get("_event") == "runner_on_ok"}
         assert entered == expected, (gpus, entered)
+
+
+LEAVE_PLAY = """\
+- name: nccl-tests where the builder's toolkit has no nvcc
+  hosts: localhost
+  gather_facts: true
+  tasks:
+    - name: The role's inputs
+      ansible.builtin.include_role:
+        name: nccl_tests
+        tasks_from: inputs
+    - name: Say what was decided
+      ansible.builtin.debug:
+        msg: "decided={{ __nccl_tests_fingerprint is defined }}"
+"""
+
+
+@pytest.mark.parametrize("build", ["auto", "never"])
+def test_without_nvcc_auto_leaves_nccl_tests_out_and_says_why(tmp_path, stand_ins, build):
+    """The cuda role's pip method installs no nvcc: auto (the default) and never leave the role
+    on every node, saying why, instead of failing the MPI stage; always refuses (above)."""
+    (tmp_path / "hosts").write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    (tmp_path / "play.yml").write_text(LEAVE_PLAY)
+    extra = {"mnc_cuda_home": stand_ins["cuda_pip"], "mnc_cuda_version": "12.6", "mnc_openmpi_prefix": stand_ins["mpi"],
+             "mnc_use_gpu": True, "nccl_tests_build": build}
+    proc, _ = run_playbook(tmp_path / "play.yml", "-e", json.dumps(extra), inventory=tmp_path / "hosts", timeout=300)
+    assert proc.returncode == 0, proc.tail(4000)
+    assert "nccl-tests is not built" in proc.stdout, proc.tail(4000)
+    assert ("has no " + stand_ins["cuda_pip"] + "/bin/nvcc" in proc.stdout) == (build == "auto"), proc.tail(4000)
+    assert "decided=False" in proc.stdout, proc.tail(4000)
