@@ -339,12 +339,14 @@ LEAVE_PLAY = """\
 def test_without_nvcc_auto_leaves_nccl_tests_out_and_says_why(tmp_path, stand_ins, build):
     """The cuda role's pip method installs no nvcc: auto (the default) and never leave the role
     on every node, saying why, instead of failing the MPI stage; always refuses (above)."""
-    (tmp_path / "hosts").write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     (tmp_path / "play.yml").write_text(LEAVE_PLAY)
-    extra = {"mnc_cuda_home": stand_ins["cuda_pip"], "mnc_cuda_version": "12.6", "mnc_openmpi_prefix": stand_ins["mpi"],
-             "mnc_use_gpu": True, "nccl_tests_build": build}
-    proc, _ = run_playbook(tmp_path / "play.yml", "-e", json.dumps(extra), inventory=tmp_path / "hosts", timeout=300)
+    extra = {"mnc_cuda_home": stand_ins["cuda_pip"], "mnc_cuda_version": "12.6",
+             "mnc_openmpi_prefix": stand_ins["mpi"], "mnc_use_gpu": True, "nccl_tests_build": build}
+    proc, _ = run_playbook(tmp_path / "play.yml", "-e", json.dumps(extra), inventory=hosts, timeout=300)
     assert proc.returncode == 0, proc.tail(4000)
     assert "nccl-tests is not built" in proc.stdout, proc.tail(4000)
-    assert ("has no " + stand_ins["cuda_pip"] + "/bin/nvcc" in proc.stdout) == (build == "auto"), proc.tail(4000)
+    no_nvcc = "has no " + stand_ins["cuda_pip"] + "/bin/nvcc"
+    assert (no_nvcc in proc.stdout) == (build == "auto"), proc.tail(4000)
     assert "decided=False" in proc.stdout, proc.tail(4000)
