@@ -245,6 +245,21 @@ def test_offline_with_the_cache_the_environment_names_lists_what_it_lacks(tmp_pa
     assert_no_node_contacted(out)
 
 
+@pytest.mark.parametrize("torch", [False, True])
+def test_offline_requires_the_torch_wheelhouses_only_with_chainer_torch(tmp_path, monkeypatch, torch):
+    """PyTorch's wheelhouses (the CUDA build is 2.7 GB) are required offline, and staged, only where
+    the chainer role installs torch (chainer_torch): a GPU configuration without it needs neither."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("MNC_ARTIFACT_CACHE", str(cache))
+    group = {"mnc_offline": True, **({"chainer_torch": True} if torch else {})}
+    rc, out, _ = run(PREFLIGHT, write_inventory(tmp_path / "inv", {"n1": {}}, group))
+    missing = set(re.findall(r"wheelhouse ([a-z_]+) - \(", out))
+    assert rc != 0 and {"python", "cuda"} <= missing, out[-3000:]
+    assert {"torch", "torch_cuda"} & missing == ({"torch", "torch_cuda"} if torch else set()), missing
+    assert_no_node_contacted(out)
+
+
 @pytest.mark.parametrize("name", ["example", "sandbox"])
 def test_the_repository_inventories_pass(tmp_path, name):
     inventory = [ROOT / "inventory" / name]
