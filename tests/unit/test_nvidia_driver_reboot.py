@@ -39,7 +39,14 @@ CASES = [
     ("unchanged, nvidia-smi works", False, 0, "560.35.05", False),
 ]
 
-CASE_TASKS = CASE_FACTS + """\
+GATHER = """\
+- name: "Read the controller's facts once (the role's dependency cuda_matrix, the GPU matrix check, reads them)"
+  ansible.builtin.setup:
+    gather_subset: [min]
+  when: ansible_facts.distribution is not defined
+"""
+
+CASE_TASKS = GATHER + CASE_FACTS + """\
 - name: "Decide ({{ case.name }})"
   environment:
     PATH: "{{ case.bin }}:{{ lookup('ansible.builtin.env', 'PATH') }}"

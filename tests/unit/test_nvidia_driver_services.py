@@ -48,7 +48,14 @@ BASE = {
     "nvidia_driver_persistenced": True,
     "__nvidia_driver_distro_installed": {"stdout": ""},
 }
-CASE_TASKS = CASE_FACTS + """\
+GATHER = """\
+- name: "Read the controller's facts once (the role's dependency cuda_matrix, the GPU matrix check, reads them)"
+  ansible.builtin.setup:
+    gather_subset: [min]
+  when: ansible_facts.distribution is not defined
+"""
+
+CASE_TASKS = GATHER + CASE_FACTS + """\
 - name: "Decide ({{ case.name }})"
   block:
     - name: "Run the decision ({{ case.name }})"
@@ -258,7 +265,8 @@ def test_the_persistenced_drop_in_switches_persistence_mode_on():
 BAD_PLAY = """\
 - name: The driver role with bad input
   hosts: localhost
-  gather_facts: false
+  # the role's dependency cuda_matrix (the GPU matrix check) reads the facts
+  gather_facts: true
   roles:
     - role: nvidia_driver
 """
@@ -289,7 +297,8 @@ def test_wrong_types_are_refused_by_the_argument_spec(tmp_path, bad, words):
 CHECK_PLAY = """\
 - name: The driver services' check
   hosts: localhost
-  gather_facts: false
+  # the role's dependency cuda_matrix (the GPU matrix check) reads the facts
+  gather_facts: true
   vars:
     __nvidia_driver_services_plan:
       nvidia-fabricmanager:
