@@ -40,7 +40,7 @@ CASES = [
 ]
 
 GATHER = """\
-- name: "Read the controller's facts once (the role's dependency cuda_matrix, the GPU matrix check, reads them)"
+- name: "Read the controller's facts once (the role's dependency cuda_matrix reads them)"
   ansible.builtin.setup:
     gather_subset: [min]
   when: ansible_facts.distribution is not defined

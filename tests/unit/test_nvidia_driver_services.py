@@ -49,7 +49,7 @@ BASE = {
     "__nvidia_driver_distro_installed": {"stdout": ""},
 }
 GATHER = """\
-- name: "Read the controller's facts once (the role's dependency cuda_matrix, the GPU matrix check, reads them)"
+- name: "Read the controller's facts once (the role's dependency cuda_matrix reads them)"
   ansible.builtin.setup:
     gather_subset: [min]
   when: ansible_facts.distribution is not defined
