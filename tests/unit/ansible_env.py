@@ -64,6 +64,15 @@ CASE_PLAY = """\
 """
 
 
+# Before the cases in ``run_cases``' task text, where the tasks read the controller's facts
+# (a role's inputs, or a GPU role's dependency cuda_matrix): gathered once, for every case.
+CASE_GATHER = """\
+- name: "Read the controller's facts once"
+  ansible.builtin.setup:
+    gather_subset: [min]
+  when: ansible_facts.distribution is not defined
+"""
+
 # The start of a case in ``run_cases``' task text: the case's variables set as facts (they
 # outrank the role's vars), so every case of the one play sees only its own.
 CASE_FACTS = """\
@@ -93,12 +102,7 @@ CASE_REFUSAL = """\
 # ``'key': value`` pairs of the document), or the refusal.
 def openmpi_inputs_case_tasks(include_vars: str, extra_doc: str = "") -> str:
     return (
-        """\
-- name: "Read the controller's facts once"
-  ansible.builtin.setup:
-    gather_subset: [min]
-  when: ansible_facts.distribution is not defined
-"""
+        CASE_GATHER
         + CASE_FACTS
         + """\
 - name: "Settle the inputs ({{ case.name }})"

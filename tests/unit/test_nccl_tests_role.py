@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_env import CASE_FACTS, CASE_REFUSAL, ROOT, run_cases, run_playbook
+from ansible_env import CASE_FACTS, CASE_GATHER, CASE_REFUSAL, ROOT, run_cases, run_playbook
 
 VERSION = "2.19.6"
 SHA256 = "85c65a240432a5bd8bf8598ac235582921a96e8a968a8a675d23419478a4ab9c"
@@ -32,12 +32,7 @@ OVERRIDE_SHA = "ab" * 32
 GPU_ONLY_HOSTS = ROOT / "playbooks" / "mpi.yml"
 
 CASE_TASKS = (
-    """\
-- name: "Read the controller's facts once"
-  ansible.builtin.setup:
-    gather_subset: [min]
-  when: ansible_facts.distribution is not defined
-"""
+    CASE_GATHER
     + CASE_FACTS
     + """\
 - name: "Settle the inputs ({{ case.name }})"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases
+from ansible_env import CASE_FACTS, CASE_GATHER, CASE_REFUSAL, run_cases
 
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 560.35"
 NO_MODULE = (
@@ -39,14 +39,8 @@ CASES = [
     ("unchanged, nvidia-smi works", False, 0, "560.35.05", False),
 ]
 
-GATHER = """\
-- name: "Read the controller's facts once (the role's dependency cuda_matrix reads them)"
-  ansible.builtin.setup:
-    gather_subset: [min]
-  when: ansible_facts.distribution is not defined
-"""
-
-CASE_TASKS = GATHER + CASE_FACTS + """\
+# the role's dependency cuda_matrix (the GPU matrix check) reads the controller's facts
+CASE_TASKS = CASE_GATHER + CASE_FACTS + """\
 - name: "Decide ({{ case.name }})"
   environment:
     PATH: "{{ case.bin }}:{{ lookup('ansible.builtin.env', 'PATH') }}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_env import CASE_FACTS, CASE_REFUSAL, run_cases, run_playbook
+from ansible_env import CASE_FACTS, CASE_GATHER, CASE_REFUSAL, run_cases, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
@@ -48,14 +48,8 @@ BASE = {
     "nvidia_driver_persistenced": True,
     "__nvidia_driver_distro_installed": {"stdout": ""},
 }
-GATHER = """\
-- name: "Read the controller's facts once (the role's dependency cuda_matrix reads them)"
-  ansible.builtin.setup:
-    gather_subset: [min]
-  when: ansible_facts.distribution is not defined
-"""
-
-CASE_TASKS = GATHER + CASE_FACTS + """\
+# the role's dependency cuda_matrix (the GPU matrix check) reads the controller's facts
+CASE_TASKS = CASE_GATHER + CASE_FACTS + """\
 - name: "Decide ({{ case.name }})"
   block:
     - name: "Run the decision ({{ case.name }})"

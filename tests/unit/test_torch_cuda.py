@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_env import CASE_FACTS, CASE_PLAY, index_reachable, run_playbook
+from ansible_env import CASE_FACTS, CASE_PLAY, CASE_REFUSAL, index_reachable, run_playbook
 from mnc_battery import record
 from packaging import tags
 from packaging.requirements import Requirement
@@ -246,13 +246,8 @@ CASE_TASKS = (
           {{ {'torch': __chainer_torch, 'version': __chainer_torch_version,
               'wheelhouses': __chainer_wheelhouses, 'links': __chainer_links} | to_json }}
         mode: "0644"
-  rescue:
-    - name: "Write the refusal ({{ case.name }})"
-      ansible.builtin.copy:
-        dest: "{{ case_out }}/{{ case.name }}.json"
-        content: "{{ {'failed': ansible_failed_result.msg | default(ansible_failed_result)} | to_json }}"
-        mode: "0644"
 """
+    + CASE_REFUSAL
 )
 
 OLD_DRIVER = {"stack_cuda_driver_branch": "570", "stack_cuda_driver_version": "570.195.03"}
