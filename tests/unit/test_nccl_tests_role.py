@@ -60,7 +60,7 @@ CASE_TASKS = (
               'hash': (__nccl_tests_fingerprint | to_json(sort_keys=true)) | hash('sha256')
                       | truncate(16, true, '', 0),
               'prefix': __nccl_tests_prefix,
-              'builder': __nccl_tests_builder,
+              'builder': __nccl_tests_builder_host,
               'record': __nccl_tests_artifact,
               'source': __nccl_tests_source,
               'stack_artifacts': stack_nccl_tests_artifacts,
