@@ -1,9 +1,11 @@
-"""`site.yml --tags <stage>`: the plays the tags leave out still run their roles' argument
-checks (Ansible tags those always) but skip their own fact gathering, and openmpi's defaults
-read the node's architecture. Each stage play therefore gathers under any --tags where the run
-has not (playbooks/tasks/facts-under-tags.yml, common's import_facts). Run here on two local
-"nodes" with a tag no task has: only what runs under every --tags runs (preflight, the argument checks, the
-gathering), so nothing is installed; without the gathering it failed at openmpi's check."""
+"""`site.yml --tags <stage>`: the plays the tags leave out skip their own fact gathering, but
+what is tagged always still runs there (the base play's argument check, common's import_facts),
+and the roles' defaults read the node's facts. Each stage play therefore gathers under any
+--tags where the run has not (playbooks/tasks/facts-under-tags.yml, common's import_facts).
+Run here on two local "nodes" with a tag no task has: only what runs under every --tags runs
+(preflight, the gathering), so nothing is installed. The inventory is checked against every
+role's argument spec once per run, by preflight, or where no preflight passed, by the start of
+each stage play; the install stages' roles do not check it again."""
 
 from __future__ import annotations
 
@@ -39,8 +41,13 @@ def test_site_yml_under_a_tag_that_leaves_every_stage_out(tmp_path):
         stats = proc.host_stats(host)
         assert stats["failures"] == 0 and stats["changed"] == 0, proc.stats()
     names = set(proc.task_names())
-    # every stage's argument checks ran, openmpi's among them
-    assert any(n.startswith("openmpi : Validating arguments against arg spec 'main'") for n in names), names
+    # the inventory was checked against every role's argument spec once, by preflight; of the
+    # roles, only the base play's (the first stage), a dependency (cuda_matrix: Ansible checks a
+    # dependency's arguments always) and the two that install nothing (verify, benchmark: their
+    # playbooks run alone, without preflight) check their arguments again
+    assert "Validate them against every role's argument spec" in names, names
+    checked = {n.split(" : ")[0] for n in names if " : Validating arguments against arg spec" in n}
+    assert checked == {"common", "cuda_matrix", "verify", "benchmark"}, checked
     # gathered in the first stage play, skipped in the others
     gathered = [r for r in proc.results(GATHER) if r["_event"] != "runner_on_skipped"]
     assert len(gathered) == len(hosts)
@@ -66,4 +73,23 @@ def test_a_stage_without_preflight_still_refuses_an_inconsistent_matrix(tmp_path
         assert "CuPy 14" in failed[0]["msg"], failed[0]
         assert proc.host_stats(host)["changed"] == 0, proc.stats()
     # nothing of the play's roles ran: the check came first
+    assert not any(n.startswith("openmpi : ") for n in proc.task_names()), proc.task_names()
+
+
+def test_a_stage_without_preflight_still_refuses_a_wrong_type(tmp_path):
+    """The stage plays import their roles without the roles' own argument checks: where no
+    preflight passed in the run, the play's start (common's import_facts) checks what the
+    inventory sets against every role's argument spec, before any role runs."""
+    hosts = local_nodes(tmp_path)
+    proc, _ = run_playbook(ROOT / "playbooks" / "mpi.yml", "--tags", "no-such-stage",
+                           "--skip-tags", "preflight", "-e", "openmpi_keep_build_dir=sometimes",
+                           inventory=tmp_path, timeout=300)
+    assert proc.returncode != 0, proc.tail(3000)
+    check = ("common : Check the inventory against every role's argument spec "
+             "where this run's preflight did not")
+    for host in hosts:
+        failed = [r for r in proc.results(host=host) if r["_event"] == "runner_on_failed"]
+        assert [r["_task"] for r in failed] == [check], failed
+        assert "openmpi_keep_build_dir" in str(failed[0]), failed[0]
+        assert proc.host_stats(host)["changed"] == 0, proc.stats()
     assert not any(n.startswith("openmpi : ") for n in proc.task_names()), proc.task_names()
