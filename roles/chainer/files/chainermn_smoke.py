@@ -9,6 +9,7 @@ arange(8) * p(p+1)/2. multi_node_mean_grad on a Linear link whose gradients
 are all r + 1 gives (p + 1) / 2 everywhere. Rank 0 prints one JSON line;
 any mismatch exits non-zero.
 """
+
 import argparse
 import json
 import sys
@@ -49,15 +50,20 @@ def main():
     ok = bool(numpy.allclose(total, expected_sum)) and all(abs(m - expected_mean) < 1e-6 for m in means)
     oks = comm.mpi_comm.gather(ok, root=0)
     if rank == 0:
-        print(json.dumps({
-            "communicator": args.communicator,
-            "size": size,
-            "allreduce_sum": total.tolist(),
-            "expected_sum": expected_sum.tolist(),
-            "mean_grad": means,
-            "expected_mean_grad": expected_mean,
-            "ok": all(oks),
-        }, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    "communicator": args.communicator,
+                    "size": size,
+                    "allreduce_sum": total.tolist(),
+                    "expected_sum": expected_sum.tolist(),
+                    "mean_grad": means,
+                    "expected_mean_grad": expected_mean,
+                    "ok": all(oks),
+                },
+                sort_keys=True,
+            )
+        )
     return 0 if all(comm.mpi_comm.allgather(ok)) else 1
 
 

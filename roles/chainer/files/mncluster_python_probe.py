@@ -13,6 +13,7 @@ role's first look passes more (all optional):
 It always exits 0 when it could run at all; what failed to import is listed
 under "errors" (before the install nothing may be there yet).
 """
+
 import argparse
 import json
 import os
