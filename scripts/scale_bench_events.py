@@ -16,8 +16,11 @@ module takes:
                    changed (a no-op run must have none)
 
 and cuts the events to what it reads (trim: the tests' fixtures), and says
-where a run's time went, by module, role and play (profile). Only the
-standard library.
+where a run's time went, by module, role and play (profile): each task slot
+from its start to the next one's, and the workers' time (each host's result
+from its start to its end, a skipped one too: Ansible forks a worker per task
+and host either way, and what that worker templates is the controller's
+CPU). Only the standard library.
 """
 
 from __future__ import annotations
@@ -115,7 +118,10 @@ def parse_log(events) -> dict:
             "status": RESULT_EVENTS[kind],
             "changed": bool(res.get("changed")),
             "items": items.pop((uuid, host), 0) if loop else None,
-        }
+            # the worker's time on this host's result (events trimmed before 2026-12-06 lack its start)
+            "seconds": (_time(data["end"]) - _time(data["start"])
+                        if data.get("start") and data.get("end") else None),
+        }  # fmt: skip
         if data.get("end"):
             entry["end"] = max(entry["end"], _time(data["end"]))
     return {"tasks": tasks, "stats": stats}
@@ -156,7 +162,7 @@ def trim(events):
     """Each event cut to the keys parse_log reads (one JSON line each): the same parse, a
     fraction of the size (the tests' fixtures are real runs cut this way)."""
     keep_data = ("play", "name", "task", "role", "task_uuid", "task_path", "task_action", "resolved_action",
-                 "host", "end", *RECAP)  # fmt: skip
+                 "host", "start", "end", *RECAP)  # fmt: skip
     for event in events:
         data = event.get("event_data", {})
         small = {k: data[k] for k in keep_data if k in data}
@@ -209,5 +215,30 @@ def profile(parsed: dict, top: int = 15) -> str:
     out += ["| slowest slots | role | module | seconds |", "|---|---|---|---|"]
     for s in sorted(slots, key=lambda s: -s["seconds"])[:top]:
         out.append(f"| {s['name']} | {_role(s)} | {s['action']} | {s['seconds']:.2f} |")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _workers(tasks, top)) + "\n"
+
+
+def _workers(tasks: list[dict], top: int) -> list[str]:
+    """The workers' time by module, and the tasks that took most of it: every host's result
+    from its start to its end, skipped ones included (their worker evaluated the condition).
+    On a host that shares its cores this is a worker's CPU and its waits together."""
+    results = [(t, r) for t in tasks for r in t["hosts"].values() if r.get("seconds") is not None]
+    if not results:
+        return ["", "(these events carry no per-host start: no worker time)"]
+    total = sum(r["seconds"] for _, r in results)
+    skipped = sum(r["seconds"] for _, r in results if r["status"] == "skipped")
+    out = ["", f"{len(results)} host results, {total:.1f} s of the workers' time "
+           f"({skipped:.1f} s of it on skipped ones).", "",
+           "| module | host results | worker seconds | per result |", "|---|---|---|---|"]  # fmt: skip
+    groups: dict[str, list[float]] = {}
+    for t, r in results:
+        groups.setdefault(t["action"] or "?", []).append(r["seconds"])
+    for name, secs in sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        out.append(f"| {name} | {len(secs)} | {sum(secs):.1f} | {1000 * sum(secs) / len(secs):.0f} ms |")
+    out += ["", "| most worker time | module | host results | worker seconds |", "|---|---|---|---|"]
+    per_task = [(t, [r["seconds"] for r in t["hosts"].values() if r.get("seconds") is not None])
+                for t in tasks]  # fmt: skip
+    for t, secs in sorted((x for x in per_task if x[1]), key=lambda x: -sum(x[1]))[:top]:
+        out.append(f"| {t['name']} | {t['action']} | {len(secs)} | {sum(secs):.2f} |")
+    return out
 

@@ -229,3 +229,40 @@ def test_record_keeps_the_cpu_time_and_the_report_shows_it(tmp_path):
     # host: (50.75 + 12 + 8) s over the host's CPUs
     host_cpus = os.cpu_count()
     assert row.split(" | ")[6:9] == ["10.0 / 12.0", "50.8", f"{70.75 / host_cpus:.1f}"]
+
+
+def test_profile_counts_every_workers_time_skipped_ones_too():
+    """The workers' time (each host's result from its start to its end) on a real 3-node
+    no-op of site.yml (2026-12-06, ansible-core 2.19; trimmed with `trim`, which keeps the
+    start): every host result is counted once, in its module's row, the skipped ones too
+    (Ansible forks a worker for them as well). Events trimmed without the start say that
+    there is no worker time, rather than showing zeros."""
+    noop3 = ev.read_events(FIXTURES / "noop-3nodes.events.jsonl.gz")
+    parsed = ev.parse_log(noop3)
+    results = [r for t in parsed["tasks"] for r in t["hosts"].values()]
+    assert len(results) == sum(e["event"] in ev.RESULT_EVENTS for e in noop3) == 735
+    assert all(r["seconds"] is not None and r["seconds"] >= 0 for r in results)
+    total = sum(r["seconds"] for r in results)
+    skipped = sum(r["seconds"] for r in results if r["status"] == "skipped")
+    assert skipped > 0
+    text = ev.profile(parsed, top=100)
+    assert f"{len(results)} host results, {total:.1f} s of the workers' time ({skipped:.1f} s" in text
+    table = text.split("| module | host results | worker seconds | per result |")[1].split("\n\n")[0]
+    rows = {r.split("|")[1].strip(): int(r.split("|")[2]) for r in table.splitlines()[2:]}
+    assert sum(rows.values()) == len(results)
+    includes = [
+        r
+        for t in parsed["tasks"]
+        if t["action"] == "ansible.builtin.include_tasks"
+        for r in t["hosts"].values()
+    ]
+    assert rows["ansible.builtin.include_tasks"] == len(includes)
+    assert any(r["status"] == "skipped" for r in includes)
+    most = text.split("| most worker time | module | host results | worker seconds |")[1].splitlines()[2]
+    assert most.startswith(
+        "| chainer : Run the ChainerMN smoke test on 2 ranks (naive) | ansible.builtin.command | 3 |"
+    )
+    # trim keeps what the workers' time is read from
+    assert ev.profile(ev.parse_log([json.loads(line) for line in ev.trim(noop3)]), top=100) == text
+    old = ev.profile(ev.parse_log(events("noop")))
+    assert "(these events carry no per-host start: no worker time)" in old
