@@ -168,7 +168,7 @@ PLAY = """\
         dest: "{{{{ scratch }}}}/{{{{ inventory_hostname }}}}.json"
         content: >-
           {{{{ {{'prolog': __slurm_dcgm_prolog | bool,
-              'conf': lookup('ansible.builtin.template', '{template}')}} | to_json }}}}
+              'conf': __slurm_tpl_slurm_conf}} | to_json }}}}
         mode: "0644"
 """
 
@@ -193,8 +193,7 @@ def rendered(tmp_path_factory):
             )
             ip += 1
     (tmp / "hosts").write_text("\n".join(lines) + "\n")
-    template = ROLE / "templates" / "slurm.conf.j2"
-    play = "".join(PLAY.format(case=c, on=str(on).lower(), template=template) for c, (on, _) in CASES.items())
+    play = "".join(PLAY.format(case=c, on=str(on).lower()) for c, (on, _) in CASES.items())
     (tmp / "play.yml").write_text(play)
     install = os.geteuid() == 0  # the task file makes root's directory: CI runs as root
     extra = json.dumps({"scratch": str(tmp / "out"), "install": install})

@@ -79,10 +79,10 @@ EXAMPLES = r"""
   mncluster.core.mnc_write_files:
     files:
       - dest: /etc/mncluster/jobs/chainermn.sbatch
-        content: "{{ lookup('ansible.builtin.template', 'chainermn.sbatch.j2') }}"
+        content: "{{ __user_env_tpl_chainermn_sbatch }}"
         mode: "0755"
       - dest: /etc/mncluster/jobs/chainermn.pbs
-        content: "{{ lookup('ansible.builtin.template', 'chainermn.pbs.j2') }}"
+        content: "{{ __user_env_tpl_chainermn_pbs }}"
         mode: "0755"
 """
 
