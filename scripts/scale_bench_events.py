@@ -230,15 +230,15 @@ def _workers(tasks: list[dict], top: int) -> list[str]:
     out = ["", f"{len(results)} host results, {total:.1f} s of the workers' time "
            f"({skipped:.1f} s of it on skipped ones).", "",
            "| module | host results | worker seconds | per result |", "|---|---|---|---|"]  # fmt: skip
-    groups: dict[str, list[float]] = {}
+    by_module: dict[str, list[float]] = {}
+    by_task: dict[int, tuple[dict, list[float]]] = {}
     for t, r in results:
-        groups.setdefault(t["action"] or "?", []).append(r["seconds"])
-    for name, secs in sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        by_module.setdefault(t["action"] or "?", []).append(r["seconds"])
+        by_task.setdefault(id(t), (t, []))[1].append(r["seconds"])
+    for name, secs in sorted(by_module.items(), key=lambda kv: -sum(kv[1]))[:top]:
         out.append(f"| {name} | {len(secs)} | {sum(secs):.1f} | {1000 * sum(secs) / len(secs):.0f} ms |")
     out += ["", "| most worker time | module | host results | worker seconds |", "|---|---|---|---|"]
-    per_task = [(t, [r["seconds"] for r in t["hosts"].values() if r.get("seconds") is not None])
-                for t in tasks]  # fmt: skip
-    for t, secs in sorted((x for x in per_task if x[1]), key=lambda x: -sum(x[1]))[:top]:
+    for t, secs in sorted(by_task.values(), key=lambda x: -sum(x[1]))[:top]:
         out.append(f"| {t['name']} | {t['action']} | {len(secs)} | {sum(secs):.2f} |")
     return out
 

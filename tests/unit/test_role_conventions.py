@@ -89,11 +89,10 @@ def test_no_task_renders_a_template_lookup():
     deep-copies every variable of the task before it renders (about 5 CPU-s of a 3-node no-op
     of site.yml: docs/architecture.md, "Files a run renders"). The template module stays for
     files written only when something changes."""
-    users = [
-        str(p.relative_to(ROOT))
-        for p in [*ROOT.glob("roles/*/**/*.yml"), *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("*.yml")]
-        if "ansible.builtin.template'" in p.read_text() or "lookup('template'" in p.read_text()
-    ]
+    files = [*ROOT.glob("roles/*/**/*.yml"), *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("*.yml")]
+    texts = {str(p.relative_to(ROOT)): p.read_text() for p in files}
+    uses = ("ansible.builtin.template'", "lookup('template'")
+    users = [name for name, text in texts.items() if any(use in text for use in uses)]
     assert not users, f"the template lookup in {users}"
 
 
