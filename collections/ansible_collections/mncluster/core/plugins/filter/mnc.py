@@ -10,6 +10,7 @@ import ipaddress
 
 from ansible_collections.mncluster.core.plugins.module_utils import (
     mnc_artifacts,
+    mnc_cuda_matrix,
     mnc_gpu_arch,
     mnc_gpu_matrix,
     mnc_hostfile,
@@ -110,6 +111,12 @@ def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cu
     )
 
 
+def mnc_cuda_matrix_problems(inputs):
+    """The broken rules of the GPU roles' install choices, one message each (empty: they fit):
+    ``{...} | mncluster.core.mnc_cuda_matrix_problems`` (roles/cuda_matrix names the keys)."""
+    return mnc_cuda_matrix.cuda_matrix_problems(inputs)
+
+
 def mnc_driver_gpu_problems(lspci_text, branch):
     """Why driver branch ``branch`` cannot drive the GPUs of ``lspci -n`` (empty: it can):
     ``out.stdout | mncluster.core.mnc_driver_gpu_problems(nvidia_driver_branch)``."""
@@ -141,6 +148,7 @@ class FilterModule:
             "mnc_missing_packages": mnc_missing_packages,
             "mnc_artifact_source": mnc_artifact_source,
             "mnc_gpu_stack_problems": mnc_gpu_stack_problems,
+            "mnc_cuda_matrix_problems": mnc_cuda_matrix_problems,
             "mnc_driver_gpu_problems": mnc_driver_gpu_problems,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_ibv_ports": mnc_ibv_ports,
