@@ -145,7 +145,7 @@ def findings(paths: list[Path] | None = None, base: Path = ROOT / "roles") -> li
                 runs_as_user = (
                     as_user
                     or "runuser" in _text(args)
-                    or "MNC_PYTHON_USER" in _text(task.get("environment", ""))
+                    or "MNC_PYTHON_USER" in _text(task.get("environment", "")) + " " + _text(args)
                 )
                 touches = USER_PROGRAM.search(body) or HOME.search(body)
                 if touches and not runs_as_user and not str(argv0).startswith("runuser"):
