@@ -11,6 +11,7 @@ import ipaddress
 from ansible_collections.mncluster.core.plugins.module_utils import (
     mnc_artifacts,
     mnc_cuda_matrix,
+    mnc_file_state,
     mnc_gpu_arch,
     mnc_gpu_matrix,
     mnc_hostfile,
@@ -29,6 +30,19 @@ def mnc_artifact_source(artifact, overrides=None):
 def mnc_malformed_artifacts(artifacts):
     """The artifact records that are incomplete or malformed (roles/stack's check of the matrix)."""
     return mnc_artifacts.malformed_artifacts(artifacts)
+
+
+def mnc_files_look(files, dirs=None):
+    """The shell lines a role's look runs to read what ``mncluster.core.mnc_write_files`` with
+    these ``files`` (dicts with ``dest``, or paths) and ``dirs`` would compare."""
+    return mnc_file_state.look_script(files, dirs or ())
+
+
+def mnc_files_pending(files, look_lines, dirs=None):
+    """The paths ``mncluster.core.mnc_write_files`` with ``files`` and ``dirs`` would change, as the
+    look's lines (``mnc_files_look``) show them: ``files | mncluster.core.mnc_files_pending(
+    look.stdout_lines)``; every path where the look has no lines."""
+    return mnc_file_state.pending(files, look_lines, dirs or ())
 
 
 def mnc_hostfile_hosts(text, strict=True):
@@ -150,6 +164,8 @@ class FilterModule:
             "mnc_gpu_stack_problems": mnc_gpu_stack_problems,
             "mnc_cuda_matrix_problems": mnc_cuda_matrix_problems,
             "mnc_driver_gpu_problems": mnc_driver_gpu_problems,
+            "mnc_files_look": mnc_files_look,
+            "mnc_files_pending": mnc_files_pending,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_ibv_ports": mnc_ibv_ports,
             "mnc_pci_devices": mnc_pci_devices,
