@@ -69,6 +69,5 @@ def pending(files, look_lines, dirs=()):
     change, as the look's lines (``look_script``'s) show them; every path where there is no look."""
     seen = set(look_lines or ())
     ident = next((line[3:] for line in look_lines or () if line.startswith("id:")), None)
-    if ident is None:
-        return [item["dest"] for item in files or ()] + [item["path"] for item in dirs or ()]
-    return [path for path, line in wanted_lines(files, dirs, ident).items() if line not in seen]
+    wanted = wanted_lines(files, dirs, ident or "")
+    return [path for path, line in wanted.items() if ident is None or line not in seen]
