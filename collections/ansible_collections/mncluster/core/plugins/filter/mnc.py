@@ -45,6 +45,19 @@ def mnc_files_pending(files, look_lines, dirs=None):
     return mnc_file_state.pending(files, look_lines, dirs or ())
 
 
+def mnc_blocks_look(blocks):
+    """The shell lines a role's look runs to read what ``ansible.builtin.blockinfile`` with these
+    ``blocks`` (dicts with its ``path``, ``marker`` and ``block``) would compare."""
+    return mnc_file_state.blocks_look_script(blocks)
+
+
+def mnc_blocks_pending(blocks, look_lines):
+    """The blocks (the dicts of ``blocks``) ``ansible.builtin.blockinfile`` would change, as the
+    look's lines (``mnc_blocks_look``) show them: a role loops its blockinfile task over them.
+    Every block the look printed nothing for (no look, a link, another kind of file)."""
+    return mnc_file_state.blocks_pending(blocks, look_lines)
+
+
 def mnc_hostfile_hosts(text, strict=True):
     """``[{host, slots}]`` of an MPI hostfile's text, in file order (``strict=False``: an
     unreadable field is skipped, as the acceptance checks read it, instead of raising)."""
@@ -166,6 +179,8 @@ class FilterModule:
             "mnc_driver_gpu_problems": mnc_driver_gpu_problems,
             "mnc_files_look": mnc_files_look,
             "mnc_files_pending": mnc_files_pending,
+            "mnc_blocks_look": mnc_blocks_look,
+            "mnc_blocks_pending": mnc_blocks_pending,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_ibv_ports": mnc_ibv_ports,
             "mnc_pci_devices": mnc_pci_devices,

@@ -71,3 +71,87 @@ def pending(files, look_lines, dirs=()):
     ident = next((line[3:] for line in look_lines or () if line.startswith("id:")), None)
     wanted = wanted_lines(files, dirs, ident or "")
     return [path for path, line in wanted.items() if ident is None or line not in seen]
+
+
+# ansible.builtin.blockinfile's marker lines: its ``marker`` with ``{mark}`` made BEGIN and END.
+def _markers(item):
+    marker = str(item.get("marker") or "# {mark} ANSIBLE MANAGED BLOCK")
+    return marker.replace("{mark}", "BEGIN"), marker.replace("{mark}", "END")
+
+
+def _block_key(item):
+    return hashlib.sha256(f"{item['path']}\n{item.get('marker')}".encode()).hexdigest()[:16]
+
+
+def blocks_look_script(blocks=()):
+    """Shell lines that print, for each block of ``blocks`` (dicts with ansible.builtin.blockinfile's
+    ``path``, ``marker`` and ``block``), ``block:<key>:missing`` where nothing is at the path, or
+    ``block:<key>:<mode>:<uid>:<gid>:<user>:<group>:<begins>:<ends>:<newline>:<sha256>`` for a
+    regular file: how many lines are exactly the begin and the end marker, whether the file ends
+    with a newline (or is empty), and the sha256 of its lines from the first begin marker through
+    the end marker after it. A link or another kind of file prints nothing. Nothing is followed."""
+    if not blocks:
+        return ""
+    lines = [
+        "mnc_block() {",
+        '  if [ ! -e "$2" ] && [ ! -L "$2" ]; then echo "block:$1:missing"; return; fi',
+        '  if [ -L "$2" ] || [ ! -f "$2" ]; then return; fi',
+        '  nl=1; [ -n "$(tail -c 1 -- "$2")" ] && nl=0',
+        '  echo "block:$1:$(stat -c %a:%u:%g:%U:%G -- "$2"):$(LC_ALL=C grep -cxF -e "$3" -- "$2")'
+        ':$(LC_ALL=C grep -cxF -e "$4" -- "$2"):$nl:$(M0="$3" M1="$4" LC_ALL=C awk '
+        "'p == 0 && $0 == ENVIRON[\"M0\"] { p = 1 } p == 1 { print } "
+        "p == 1 && $0 == ENVIRON[\"M1\"] { p = 2 }'"
+        ' "$2" | sha256sum | cut -c1-64)"',
+        "}",
+    ]
+    for item in blocks:
+        begin, end = _markers(item)
+        words = (_block_key(item), item["path"], begin, end)
+        lines.append("mnc_block " + " ".join(shlex.quote(v) for v in words))
+    return "\n".join(lines)
+
+
+def _same_owner(wanted, number, name):
+    return wanted in (None, "") or str(wanted) in (number, name)
+
+
+def block_unchanged(item, line):
+    """Whether ansible.builtin.blockinfile with ``item`` (its ``state``, ``block``, ``marker``,
+    ``mode``, ``owner``, ``group``) would change nothing at a file whose look printed ``line``
+    (``None``: the look printed nothing for it)."""
+    if line is None:
+        return False
+    fields = line.split(":")[2:]
+    present = item.get("state", "present") != "absent"
+    if fields == ["missing"]:
+        return not present
+    if len(fields) != 9:
+        return False
+    mode, uid, gid, user, group, begins, ends, newline, digest = fields
+    if item.get("mode") not in (None, "") and _mode(item["mode"], "0644") != mode:
+        return False
+    if not (_same_owner(item.get("owner"), uid, user) and _same_owner(item.get("group"), gid, group)):
+        return False
+    if newline != "1":
+        return False
+    if not present:
+        return begins == "0" or ends == "0"
+    block = str(item.get("block") or "")
+    if not block:
+        # an empty block removes the markers: unchanged only where there are none
+        return begins == "0" or ends == "0"
+    if not block.endswith("\n"):
+        block += "\n"
+    begin, end = _markers(item)
+    wanted = hashlib.sha256(f"{begin}\n{block}{end}\n".encode()).hexdigest()
+    return begins == "1" and ends == "1" and digest == wanted
+
+
+def blocks_pending(blocks, look_lines):
+    """The blocks of ``blocks`` that ansible.builtin.blockinfile would change, as the look's lines
+    (``blocks_look_script``'s) show them: every block the look printed nothing for."""
+    seen = {}
+    for line in look_lines or ():
+        if line.startswith("block:"):
+            seen[line.split(":")[1]] = line
+    return [item for item in blocks or () if not block_unchanged(item, seen.get(_block_key(item)))]
