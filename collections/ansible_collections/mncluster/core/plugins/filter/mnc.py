@@ -4,37 +4,34 @@ Playbooks and roles reach the pure helpers in the collection's module_utils thro
 these filters (``mncluster.core.<filter>``), so a rule such as
 "an artifact override replaces the record's source" or "what a hostfile
 lists" lives in Python once, with its unit tests, and nowhere in Jinja.
+
+Each filter imports the module_utils it needs when it runs: a task's worker process loads this
+file for any one of its filters, and importing all of them there is a fixed cost per task.
 """
 
 import ipaddress
-
-from ansible_collections.mncluster.core.plugins.module_utils import (
-    mnc_artifacts,
-    mnc_cuda_matrix,
-    mnc_file_state,
-    mnc_gpu_arch,
-    mnc_gpu_matrix,
-    mnc_hostfile,
-    mnc_hw,
-    mnc_packages,
-    mnc_preflight,
-)
 
 
 def mnc_artifact_source(artifact, overrides=None):
     """The artifact record after mnc_artifact_overrides:
     ``record | mncluster.core.mnc_artifact_source(overrides)``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_artifacts
+
     return mnc_artifacts.apply_override(artifact, overrides)
 
 
 def mnc_malformed_artifacts(artifacts):
     """The artifact records that are incomplete or malformed (roles/stack's check of the matrix)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_artifacts
+
     return mnc_artifacts.malformed_artifacts(artifacts)
 
 
 def mnc_files_look(files, dirs=None):
     """The shell lines a role's look runs to read what ``mncluster.core.mnc_write_files`` with
     these ``files`` (dicts with ``dest``, or paths) and ``dirs`` would compare."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_file_state
+
     return mnc_file_state.look_script(files, dirs or ())
 
 
@@ -42,12 +39,16 @@ def mnc_files_pending(files, look_lines, dirs=None):
     """The paths ``mncluster.core.mnc_write_files`` with ``files`` and ``dirs`` would change, as the
     look's lines (``mnc_files_look``) show them: ``files | mncluster.core.mnc_files_pending(
     look.stdout_lines)``; every path where the look has no lines."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_file_state
+
     return mnc_file_state.pending(files, look_lines, dirs or ())
 
 
 def mnc_blocks_look(blocks):
     """The shell lines a role's look runs to read what ``ansible.builtin.blockinfile`` with these
     ``blocks`` (dicts with its ``path``, ``marker`` and ``block``) would compare."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_file_state
+
     return mnc_file_state.blocks_look_script(blocks)
 
 
@@ -55,12 +56,16 @@ def mnc_blocks_pending(blocks, look_lines):
     """The blocks (the dicts of ``blocks``) ``ansible.builtin.blockinfile`` would change, as the
     look's lines (``mnc_blocks_look``) show them: a role loops its blockinfile task over them.
     Every block the look printed nothing for (no look, a link, another kind of file)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_file_state
+
     return mnc_file_state.blocks_pending(blocks, look_lines)
 
 
 def mnc_hostfile_hosts(text, strict=True):
     """``[{host, slots}]`` of an MPI hostfile's text, in file order (``strict=False``: an
     unreadable field is skipped, as the acceptance checks read it, instead of raising)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_hostfile
+
     hosts = mnc_hostfile.parse_hostfile(text, strict=strict)
     return [{"host": host, "slots": slots} for host, slots in hosts]
 
@@ -73,6 +78,8 @@ def mnc_network(address, prefix):
 
 def mnc_unsafe_names(values, kind="name"):
     """The values (a string or a list) that are not a safe name of ``kind`` (user, interface, name)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.unsafe_names(values, kind)
 
 
@@ -80,33 +87,45 @@ def mnc_preflight_specs(roles_dir):
     """``[{role, entry, options}]`` of every ``<roles_dir>/*/meta/argument_specs.yml`` (every entry
     point), defaults and required dropped:
     ``(playbook_dir ~ '/../roles') | mncluster.core.mnc_preflight_specs``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.role_specs(mnc_preflight.read_specs(roles_dir))
 
 
 def mnc_preflight_provided(specs, values):
     """The specs of which ``values`` (what a node's inventory sets) holds an option, each with
     ``provided``: those values."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.provided(specs, values)
 
 
 def mnc_preflight_names(names):
     """The variable names, of those given, that preflight's cross-checks have a rule for."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.checked_names(names)
 
 
 def mnc_preflight_node(values, host, nodes=None):
     """Problems of one node's inventory values:
     ``values | mncluster.core.mnc_preflight_node(inventory_hostname, groups['mnc_nodes'])``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.node_problems(host, values, nodes)
 
 
 def mnc_preflight_cluster(private_ips):
     """Problems across the nodes ``{host: mnc_private_ip or None}``: missing and shared addresses."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.cluster_problems(private_ips)
 
 
 def mnc_preflight_spec_problems(results, host):
     """One line per distinct argument-spec error in validate_argument_spec loop results."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.spec_problems(host, results)
 
 
@@ -114,6 +133,8 @@ def mnc_slots_over_gpus(slots, host, variable, gpus):
     """In GPU mode, a rank count per node above the node's counted GPUs, named (empty: fine):
     ``mnc_slots_per_node
     | mncluster.core.mnc_slots_over_gpus(inventory_hostname, 'mnc_slots_per_node', mnc_gpu_count)``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.slots_over_gpus(host, variable, slots, gpus)
 
 
@@ -121,6 +142,8 @@ def mnc_launcher_without_scheduler(launcher, host, scheduler):
     """``benchmark_launcher: slurm`` on a cluster without Slurm, named (empty: fine):
     ``benchmark_launcher
     | mncluster.core.mnc_launcher_without_scheduler(inventory_hostname, mnc_scheduler)``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.launcher_without_scheduler(host, launcher, scheduler)
 
 
@@ -128,11 +151,15 @@ def mnc_shared_fs_problems(dirs, host, home, options, server="", nodes=None):
     """What is wrong with the shared directories, their export options and server, named (empty:
     fine): ``mnc_shared_dirs | mncluster.core.mnc_shared_fs_problems(inventory_hostname, mnc_mpi_home,
     shared_fs_export_options, shared_fs_server, groups['mnc_nodes'])``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_preflight
+
     return mnc_preflight.shared_fs_problems(host, dirs, home, options, server, nodes)
 
 
 def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version):
     """Why the pinned CUDA / cuDNN / NCCL / CuPy do not load together (empty: they do)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_gpu_matrix
+
     return mnc_gpu_matrix.gpu_stack_problems(
         support, cuda_version, cupy_package, cupy_version, cudnn_version, nccl_version
     )
@@ -141,12 +168,16 @@ def mnc_gpu_stack_problems(support, cuda_version, cupy_package, cupy_version, cu
 def mnc_cuda_matrix_problems(inputs):
     """The broken rules of the GPU roles' install choices, one message each (empty: they fit):
     ``{...} | mncluster.core.mnc_cuda_matrix_problems`` (roles/cuda_matrix names the keys)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_cuda_matrix
+
     return mnc_cuda_matrix.cuda_matrix_problems(inputs)
 
 
 def mnc_driver_gpu_problems(lspci_text, branch):
     """Why driver branch ``branch`` cannot drive the GPUs of ``lspci -n`` (empty: it can):
     ``out.stdout | mncluster.core.mnc_driver_gpu_problems(nvidia_driver_branch)``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_gpu_arch
+
     return mnc_gpu_arch.driver_gpu_problems(branch, lspci_text)
 
 
@@ -154,11 +185,15 @@ def mnc_pci_devices(text, vendor="", class_prefix=""):
     """``[{slot, class, vendor, device}]`` of ``lspci -n`` output, of ``vendor`` and a class
     starting with ``class_prefix`` when given:
     ``out.stdout | mncluster.core.mnc_pci_devices('10de', '0680')``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_hw
+
     return mnc_hw.pci_devices(text, vendor, class_prefix)
 
 
 def mnc_ibv_ports(text):
     """``[{device, port, state, active, link_layer}]`` of ``ibv_devinfo`` output, one per port."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_hw
+
     return mnc_hw.ibv_ports(text)
 
 
@@ -166,6 +201,8 @@ def mnc_missing_packages(names, local_facts=None):
     """The ``names`` that the node's package fact does not list as installed:
     ``pkgs | mncluster.core.mnc_missing_packages(ansible_local | default({}))`` (empty: apt can be
     skipped)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_packages
+
     return mnc_packages.missing_packages(names, local_facts)
 
 
