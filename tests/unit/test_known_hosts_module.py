@@ -84,3 +84,46 @@ def test_a_pattern_as_a_name_is_refused(mesh):
     res = run_module("mncluster.core.mnc_known_hosts", {"path": str(mesh["path"]), "hosts": bad})
     assert res.get("failed") and "bad entry" in res["msg"]
     assert not mesh["path"].exists()
+
+
+# ssh_mesh's look (roles/ssh_mesh/tasks/keys.yml) prints the file's mode and its lines, marked, and
+# the role runs the module only where mncluster.core.mnc_known_hosts_pending says it would change
+# the file. These are the look's lines for known_hosts, as that task prints them.
+_LOOK = """
+k=$1
+if [ -f "$k" ] && [ ! -L "$k" ] && ! LC_ALL=C grep -q '[^[:print:][:blank:]]' -- "$k"; then
+  echo "mncluster-known-hosts-mode: $(stat -c %a -- "$k")"
+  sed 's/^/mncluster-known-hosts: /' -- "$k"
+fi
+"""
+
+
+def _pending(path, hosts) -> bool:
+    from ansible_collections.mncluster.core.plugins.filter.mnc import FilterModule
+
+    out = subprocess.run(["bash", "-c", _LOOK, "look", str(path)], capture_output=True, text=True, check=True)
+    return FilterModule().filters()["mnc_known_hosts_pending"](out.stdout.splitlines(), hosts)
+
+
+@pytest.mark.parametrize("case", ["pinned", "mode", "missing-name", "stale-line", "no-file", "foreign", "cr"])
+def test_the_look_says_what_the_module_would_change(mesh, case):
+    path, hosts = mesh["path"], mesh["hosts"]
+    if case != "no-file":
+        run_module("mncluster.core.mnc_known_hosts", {"path": str(path), "hosts": hosts})
+    text = path.read_text() if path.exists() else ""
+    if case == "mode":
+        path.chmod(0o644)
+    elif case == "missing-name":
+        path.write_text("\n".join(text.splitlines()[1:]) + "\n")
+    elif case == "stale-line":
+        path.write_text(text + f"node2 {keypair(mesh['tmp'], 'old')}\n")
+    elif case == "foreign":
+        path.write_text(text + f"gitserver {keypair(mesh['tmp'], 'stranger')}\n")
+    elif case == "cr":
+        path.write_text(text.replace("\n", "\r\n", 1))
+    module = run_module("mncluster.core.mnc_known_hosts", {"path": str(path), "hosts": hosts}, "--check")
+    assert "changed" in module, module
+    # "cr": the look prints nothing for a file with a carriage return (the module changes it, or
+    # not: the look says it would, which only costs a module run)
+    assert _pending(path, hosts) == (module["changed"] or case == "cr")
+    assert module["changed"] == (case not in ("pinned", "foreign", "cr"))

@@ -61,6 +61,20 @@ def mnc_blocks_pending(blocks, look_lines):
     return mnc_file_state.blocks_pending(blocks, look_lines)
 
 
+def mnc_known_hosts_pending(look_lines, hosts, prefix="mncluster-known-hosts"):
+    """Whether ``mncluster.core.mnc_known_hosts`` with ``hosts`` (and its default mode, 0600) would
+    change the file a look printed: its lines as ``<prefix>: <line>``, its mode as
+    ``<prefix>-mode: <octal>`` (no mode line: no file, so it would)."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_known_hosts
+
+    mode_tag, line_tag = prefix + "-mode: ", prefix + ": "
+    mode = next((line[len(mode_tag) :] for line in look_lines or () if line.startswith(mode_tag)), None)
+    if mode is None:
+        return True
+    lines = [line[len(line_tag) :] for line in look_lines or () if line.startswith(line_tag)]
+    return not mnc_known_hosts.unchanged(lines, hosts, int(mode, 8))
+
+
 def mnc_hostfile_hosts(text, strict=True):
     """``[{host, slots}]`` of an MPI hostfile's text, in file order (``strict=False``: an
     unreadable field is skipped, as the acceptance checks read it, instead of raising)."""
@@ -218,6 +232,7 @@ class FilterModule:
             "mnc_files_pending": mnc_files_pending,
             "mnc_blocks_look": mnc_blocks_look,
             "mnc_blocks_pending": mnc_blocks_pending,
+            "mnc_known_hosts_pending": mnc_known_hosts_pending,
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_ibv_ports": mnc_ibv_ports,
             "mnc_pci_devices": mnc_pci_devices,
