@@ -29,6 +29,7 @@ PLAY = """\
         artifacts_sync_src_dir: "{src}"
         artifacts_sync_files: {files}
         artifacts_sync_dest: "{dest}"
+        artifacts_sync_dirs: {dirs}
         artifacts_sync_mode: "0640"
         artifacts_sync_owner: "{owner}"
 
@@ -40,15 +41,19 @@ PLAY = """\
 FILES = ["bench.py", "report.py", "with space.py"]
 
 
-@pytest.fixture
-def bed(tmp_path):
+def _bed(tmp_path, with_dirs=False):
     src, dest = tmp_path / "src", tmp_path / "dest"
+    dirs = [str(tmp_path / "parent"), str(tmp_path / "parent" / "dest")] if with_dirs else []
+    if dirs:
+        dest = Path(dirs[-1])
     src.mkdir()
     for name in FILES:
         (src / name).write_text(f"# {name}\n")
     owner = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
     play = tmp_path / "play.yml"
-    play.write_text(PLAY.format(src=src, dest=dest, files=json.dumps(FILES), owner=owner))
+    play.write_text(
+        PLAY.format(src=src, dest=dest, files=json.dumps(FILES), owner=owner, dirs=json.dumps(dirs))
+    )
 
     def run() -> dict:
         proc, _ = run_playbook(play, "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
@@ -57,6 +62,11 @@ def bed(tmp_path):
         return {"stats": proc.host_stats(), "copied": copied}
 
     return {"run": run, "src": src, "dest": dest}
+
+
+@pytest.fixture
+def bed(tmp_path):
+    return _bed(tmp_path)
 
 
 def test_first_run_copies_all_second_run_nothing(bed):
@@ -91,3 +101,20 @@ def test_only_missing_changed_or_wrong_mode_files_are_copied(bed):
     assert (dest / "report.py").read_text() == "# a new report\n"
     # Only the stale file is written: the others keep their ctime.
     assert {name: (dest / name).stat().st_ctime_ns for name in untouched} == untouched
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="artifacts_sync_dirs makes root's directories: CI runs as root")
+def test_the_directories_are_made_and_corrected_and_a_rerun_changes_nothing(tmp_path):
+    bed = _bed(tmp_path, with_dirs=True)
+    dest = bed["dest"]
+    assert not dest.parent.exists()
+    first = bed["run"]()
+    assert first["copied"] == sorted(FILES)
+    for d in (dest.parent, dest):
+        assert oct(d.stat().st_mode & 0o7777) == "0o755" and d.stat().st_uid == 0
+    assert bed["run"]()["stats"]["changed"] == 0
+    # a directory's mode changed, nothing else: only it is corrected, no file is copied
+    os.chmod(dest.parent, 0o700)
+    res = bed["run"]()
+    assert res["copied"] == [] and res["stats"]["changed"] == 1
+    assert oct(dest.parent.stat().st_mode & 0o7777) == "0o755"
