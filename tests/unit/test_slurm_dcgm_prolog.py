@@ -100,12 +100,22 @@ def test_the_role_installs_the_program_and_every_module_it_imports():
 
 
 def test_main_installs_before_slurm_conf_names_it_and_removes_after_the_restart():
-    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
-    names = [next(v for k, v in t.items() if k.startswith("ansible.builtin.")) for t in tasks]
+    def files(name):
+        tasks = yaml.safe_load((ROLE / "tasks" / name).read_text())
+        modules = ("ansible.builtin.", "mncluster.")
+        return tasks, [str(next(v for k, v in t.items() if k.startswith(modules))) for t in tasks]
+
+    converge, names = files("converge.yml")
     install = names.index("dcgm-prolog.yml")
-    assert tasks[install]["when"] == "__slurm_dcgm_prolog | bool and __slurm_is_compute"
-    order = [names.index(f) for f in ("dcgm-prolog.yml", "config.yml", "services.yml", "dcgm-prolog-off.yml")]
-    assert order == sorted(order)
+    assert converge[install]["when"] == "__slurm_dcgm_prolog | bool and __slurm_is_compute"
+    # installed before slurm.conf names it, and before the daemons start
+    assert names.index("dcgm-prolog.yml") < names.index("config.yml") < names.index("start.yml")
+    # the include that holds them is taken wherever the prolog is wanted
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    assert "(__slurm_dcgm_prolog | bool and __slurm_is_compute)" in role_vars["__slurm_converge"]
+    # removed only after the restart applied the slurm.conf that no longer names it
+    _, names = files("main.yml")
+    assert names.index("converge.yml") < names.index("flush_handlers") < names.index("dcgm-prolog-off.yml")
 
 
 # --- slurm.conf, and the role's install and removal, by a real ansible-playbook --------------------
