@@ -40,6 +40,12 @@ from runner_events import ITEM_EVENTS, RECAP, RESULT_EVENTS, recap, task_name
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook and ansible beside this Python (the venv)
+# The fact cache ansible.cfg names (memory), as a plain ansible-playbook run has
+# it. ansible-runner's default ("jsonfile" in the artifacts) makes Ansible read
+# and decode a node's facts file for every task and every hostvars lookup:
+# a third of the main process's variable work in a no-op site.yml, and facts
+# no later run reads (each run has artifacts of its own).
+FACT_CACHE = "memory"
 
 
 @dataclass
@@ -223,6 +229,7 @@ def run_playbook(
             timeout=timeout,
             event_handler=event_handler,
             settings={"suppress_env_files": True},
+            fact_cache_type=FACT_CACHE,
             **({} if handle_signals else {"cancel_callback": _never}),
         )
         return _finish(runner, t0, private if artifacts else None, timeout)
@@ -250,6 +257,7 @@ def run_module(
             quiet=True,
             timeout=timeout,
             settings={"suppress_env_files": True},
+            fact_cache_type=FACT_CACHE,
             cancel_callback=_never,
         )
         return _finish(runner, t0, None, timeout)
