@@ -85,6 +85,7 @@ CASES = [
     _case("memlock-left", "debian12", rdma_mode="infiniband", rdma_memlock=""),
     # refused
     _case("memlock-bad", "debian12", rdma_mode="infiniband", rdma_memlock="64G"),
+    _case("distro-unknown", "fedora40"),
 ]
 
 
@@ -183,6 +184,14 @@ def test_memlock_in_kib_and_left_alone(decided):
 def test_a_memlock_limits_conf_cannot_take_is_refused(decided):
     msg = decided[0]["memlock-bad"]["failed"]
     assert "rdma_memlock is '64G'" in msg and "Nothing was changed" in msg
+
+
+def test_a_distribution_without_packages_is_refused_naming_it(decided):
+    results, out = decided
+    msg = results["distro-unknown"]["failed"]
+    assert "runs fedora40" in msg and "debian12, debian13, ubuntu2204, ubuntu2404" in msg, msg
+    assert "Nothing was changed" in msg
+    assert not (out / "distro-unknown").exists()
 
 
 # --- the check, against stand-in ibv_devinfo output ----------------------------
