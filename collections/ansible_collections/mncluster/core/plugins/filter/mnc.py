@@ -211,6 +211,30 @@ def mnc_ibv_ports(text):
     return mnc_hw.ibv_ports(text)
 
 
+def mnc_rdma_link(rdma_mode, lspci_text=""):
+    """``infiniband``, ``roce`` or ``none``:
+    ``rdma_mode | mncluster.core.mnc_rdma_link(lspci.stdout)``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_rdma
+
+    return mnc_rdma.link(rdma_mode, lspci_text)
+
+
+def mnc_rdma_plan(rdma_mode, lspci_text="", memlock="", memlock_systemd=True, use_gpu=False,
+                  in_container=False, gpudirect=True):
+    """roles/rdma's ``{rdma, memlock, nvidia-peermem}``, each ``{state, reason}``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_rdma
+
+    return mnc_rdma.plan(rdma_mode, lspci_text, memlock, memlock_systemd, use_gpu, in_container, gpudirect)
+
+
+def mnc_slurm_seen(lines):
+    """roles/slurm's look as ``{hw, limits, munge_key, units, dirs, exists}``:
+    ``__slurm_look.stdout_lines | mncluster.core.mnc_slurm_seen``."""
+    from ansible_collections.mncluster.core.plugins.module_utils import mnc_slurm
+
+    return mnc_slurm.seen(lines)
+
+
 def mnc_missing_packages(names, local_facts=None):
     """The ``names`` that the node's package fact does not list as installed:
     ``pkgs | mncluster.core.mnc_missing_packages(ansible_local | default({}))`` (empty: apt can be
@@ -236,6 +260,9 @@ class FilterModule:
             "mnc_hostfile_hosts": mnc_hostfile_hosts,
             "mnc_ibv_ports": mnc_ibv_ports,
             "mnc_pci_devices": mnc_pci_devices,
+            "mnc_rdma_link": mnc_rdma_link,
+            "mnc_rdma_plan": mnc_rdma_plan,
+            "mnc_slurm_seen": mnc_slurm_seen,
             "mnc_network": mnc_network,
             "mnc_malformed_artifacts": mnc_malformed_artifacts,
             "mnc_unsafe_names": mnc_unsafe_names,
