@@ -307,12 +307,15 @@ _CLASS = re.compile(r"<class '([\w.]+)'>")
 
 def provided(specs: list, values: dict) -> list:
     """The entries of role_specs() that name a variable of ``values``, each with ``provided``:
-    ``{variable: value}`` of those (what validate_argument_spec's provided_arguments takes)."""
+    ``{variable: value}`` of those (what validate_argument_spec's provided_arguments takes), and
+    ``options`` cut to those variables: validate_argument_spec also renders and checks every other
+    option of its spec that is a variable where it runs (``stack``'s whole matrix, for one
+    variable the inventory sets), which is not the inventory's to answer for."""
     out = []
     for spec in specs:
         given = {k: v for k, v in values.items() if k in spec["options"]}
         if given:
-            out.append(dict(spec, provided=given))
+            out.append(dict(spec, options={k: spec["options"][k] for k in given}, provided=given))
     return out
 
 
