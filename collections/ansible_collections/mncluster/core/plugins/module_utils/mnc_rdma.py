@@ -24,22 +24,23 @@ def _adapters(lspci_text: str) -> tuple[int, int]:
     )
 
 
-def link(rdma_mode: str, lspci_text: str = "") -> str:
-    """``infiniband``, ``roce`` or ``none``: what rdma_mode declares, or with ``auto`` what the
-    PCI listing holds (InfiniBand first)."""
+def _link(rdma_mode: str, ib: int, roce: int) -> str:
     if rdma_mode in DECLARED:
         return rdma_mode
-    if rdma_mode == "auto":
-        ib, roce = _adapters(lspci_text)
-        if ib > 0:
-            return "infiniband"
-        if roce > 0:
-            return "roce"
+    if rdma_mode == "auto" and ib > 0:
+        return "infiniband"
+    if rdma_mode == "auto" and roce > 0:
+        return "roce"
     return "none"
 
 
-def _path_reason(rdma_mode: str, lspci_text: str, path: str) -> str:
-    ib, roce = _adapters(lspci_text)
+def link(rdma_mode: str, lspci_text: str = "") -> str:
+    """``infiniband``, ``roce`` or ``none``: what rdma_mode declares, or with ``auto`` what the
+    PCI listing holds (InfiniBand first)."""
+    return _link(rdma_mode, *(_adapters(lspci_text) if rdma_mode == "auto" else (0, 0)))
+
+
+def _path_reason(rdma_mode: str, path: str, ib: int, roce: int) -> str:
     if rdma_mode in DECLARED:
         return f"declared (rdma_mode: {rdma_mode})"
     if path == "infiniband":
@@ -66,8 +67,10 @@ def plan(
     """``{rdma, memlock, nvidia-peermem}``, each ``{state, reason}``: state ``enabled``,
     ``absent`` (its files are removed) or ``skipped`` (nvidia-peermem in CPU mode or in a
     container, where the module is the host kernel's)."""
-    path = link(rdma_mode, lspci_text)
-    reason = _path_reason(rdma_mode, lspci_text, path)
+    # the PCI listing read once (auto only: a declared or absent path reads none)
+    ib, roce = _adapters(lspci_text) if rdma_mode == "auto" else (0, 0)
+    path = _link(rdma_mode, ib, roce)
+    reason = _path_reason(rdma_mode, path, ib, roce)
     memlock = "" if memlock is None else str(memlock)
     none = path == "none"
     if none:
@@ -85,8 +88,10 @@ def plan(
     elif none:
         peermem = ("absent", "no RDMA path: " + reason)
     elif not gpudirect:
-        peermem = ("absent", "turned off (rdma_gpudirect: false): NCCL stages GPU buffers through host"
-                             " memory")
+        peermem = (
+            "absent",
+            "turned off (rdma_gpudirect: false): NCCL stages GPU buffers through host memory",
+        )
     else:
         peermem = ("enabled", "GPUDirect RDMA wanted (rdma_gpudirect: true)")
     return {
