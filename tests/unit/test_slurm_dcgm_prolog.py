@@ -107,12 +107,14 @@ def test_main_installs_before_slurm_conf_names_it_and_removes_after_the_restart(
 
     converge, names = files("converge.yml")
     install = names.index("dcgm-prolog.yml")
-    assert converge[install]["when"] == "__slurm_dcgm_prolog | bool and __slurm_is_compute"
+    assert converge[install]["when"] == "__slurm_todo.dcgm_prolog"
     # installed before slurm.conf names it, and before the daemons start
     assert names.index("dcgm-prolog.yml") < names.index("config.yml") < names.index("start.yml")
     # the include that holds them is taken wherever the prolog is wanted
     role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
-    assert "(__slurm_dcgm_prolog | bool and __slurm_is_compute)" in role_vars["__slurm_converge"]
+    todo = role_vars["__slurm_todo"]
+    assert "'dcgm_prolog': __slurm_dcgm_prolog | bool and compute," in todo
+    assert "or todo.dcgm_prolog or" in todo
     # removed only after the restart applied the slurm.conf that no longer names it
     _, names = files("main.yml")
     assert names.index("converge.yml") < names.index("flush_handlers") < names.index("dcgm-prolog-off.yml")
