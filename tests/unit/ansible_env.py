@@ -54,6 +54,9 @@ CASE_PLAY = """\
 - name: {title}
   hosts: localhost
   gather_facts: false
+  # the version matrix and the shared mnc_* defaults: the play's first role, as in every play of ours
+  roles:
+    - role: stack
   tasks:
     - name: Run one case
       ansible.builtin.include_tasks: case.yml

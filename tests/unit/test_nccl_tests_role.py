@@ -296,7 +296,8 @@ def test_the_role_runs_in_a_play_of_the_gpu_nodes_only(tmp_path):
     # the play's only task imports the role (its inputs were checked once for the run: preflight)
     assert [t["ansible.builtin.import_role"] for t in play["tasks"]] == [
         {"name": "nccl_tests", "rolespec_validate": False}] and "when" not in play["tasks"][0]
-    assert "roles" not in play and "when" not in play
+    # its one role is stack (the matrix and the shared defaults, no task of its own)
+    assert play.get("roles") == [{"role": "stack"}] and "when" not in play
     probe = [
         {"name": "Load the mode", "hosts": "mnc_nodes", "gather_facts": False,
          "tasks": [{"name": "Set mnc_use_gpu", "ansible.builtin.set_fact": {"mnc_use_gpu": "{{ gpu }}"},
@@ -322,6 +323,8 @@ LEAVE_PLAY = """\
 - name: nccl-tests where the builder's toolkit has no nvcc
   hosts: localhost
   gather_facts: true
+  roles:
+    - role: stack
   tasks:
     - name: The role's inputs
       ansible.builtin.include_role:

@@ -262,6 +262,7 @@ BAD_PLAY = """\
   # the role's dependency cuda_matrix (the GPU matrix check) reads the facts
   gather_facts: true
   roles:
+    - role: stack
     - role: nvidia_driver
 """
 
@@ -293,6 +294,8 @@ CHECK_PLAY = """\
   hosts: localhost
   # the role's dependency cuda_matrix (the GPU matrix check) reads the facts
   gather_facts: true
+  roles:
+    - role: stack
   vars:
     __nvidia_driver_services_plan:
       nvidia-fabricmanager:

@@ -25,6 +25,8 @@ PLAY = """\
   hosts: all
   gather_facts: true
   gather_subset: [min]
+  roles:
+    - role: stack
   tasks:
     - name: Set up the repository
       ansible.builtin.include_role:

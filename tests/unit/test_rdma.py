@@ -208,6 +208,8 @@ CHECK_PLAY = """\
 - name: The RDMA check
   hosts: localhost
   gather_facts: false
+  roles:
+    - role: stack
   vars:
     rdma_mode: infiniband
     mnc_use_gpu: true
@@ -282,6 +284,7 @@ BAD_PLAY = """\
   hosts: localhost
   gather_facts: false
   roles:
+    - role: stack
     - role: rdma
 """
 

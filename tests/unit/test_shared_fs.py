@@ -190,7 +190,7 @@ def test_the_role_alone_refuses_a_server_that_is_not_a_node(tmp_path):
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
         "mnc_private_ip": "10.0.0.1", "mnc_shared_dirs": [str(shared)], "shared_fs_server": "nfs01"}}}}))
     play = tmp_path / "play.yml"
-    play.write_text("- hosts: mnc_nodes\n  gather_facts: false\n  roles: [shared_fs]\n")
+    play.write_text("- hosts: mnc_nodes\n  gather_facts: false\n  roles: [stack, shared_fs]\n")
     proc, _ = run_playbook(play, inventory=inventory, timeout=120)
     assert proc.returncode != 0
     refusal = "localhost: shared_fs_server: 'nfs01' is not a node of mnc_nodes"

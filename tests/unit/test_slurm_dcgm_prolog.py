@@ -126,6 +126,8 @@ PLAY = """\
 - name: "Case {case}"
   hosts: {case}
   gather_facts: false
+  roles:
+    - role: stack
   vars:
     slurm_group: {case}
     slurm_dcgm_prolog: {on}

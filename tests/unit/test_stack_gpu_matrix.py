@@ -155,6 +155,7 @@ GPU_PLAY = """\
     mnc_use_gpu: true
     cuda_install_method: pip
   roles:
+    - role: stack
     - role: nvidia_driver
     - role: cuda
     - role: cudnn
