@@ -26,6 +26,7 @@ def test_every_kind_of_line_is_read():
     assert got["hw"].startswith("NodeName=mnc-node1 CPUs=2") and got["hw"].endswith("RealMemory=7944")
     assert got["limits"] == "1048576 unlimited unlimited"
     assert got["munge_key"] == "munge:munge:400 " + "ab" * 32
+    assert got["munge_sum"] == "ab" * 32
     # a unit systemd knows nothing of prints no state: its value is empty, not missing
     assert got["units"] == {"munge": "active enabled", "slurmd": "inactive", "slurmctld": ""}
     assert got["dirs"] == {
@@ -36,8 +37,9 @@ def test_every_kind_of_line_is_read():
 
 
 def test_a_look_that_printed_nothing_finds_nothing():
-    empty = {"hw": "", "limits": "", "munge_key": "", "units": {}, "dirs": {}, "exists": []}
+    empty = {"hw": "", "limits": "", "munge_key": "", "munge_sum": "", "units": {}, "dirs": {}, "exists": []}
     assert mnc_slurm.seen([]) == empty
     assert mnc_slurm.seen(None) == empty
     # a node without a munge key or a slurmd (not a compute node) prints none of those lines
     assert mnc_slurm.seen(["unit: munge active enabled"])["munge_key"] == ""
+    assert mnc_slurm.seen(["unit: munge active enabled"])["munge_sum"] == ""

@@ -228,7 +228,7 @@ def mnc_rdma_plan(rdma_mode, lspci_text="", memlock="", memlock_systemd=True, us
 
 
 def mnc_slurm_seen(lines):
-    """roles/slurm's look as ``{hw, limits, munge_key, units, dirs, exists}``:
+    """roles/slurm's look as ``{hw, limits, munge_key, munge_sum, units, dirs, exists}``:
     ``__slurm_look.stdout_lines | mncluster.core.mnc_slurm_seen``."""
     from ansible_collections.mncluster.core.plugins.module_utils import mnc_slurm
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 
 def seen(lines) -> dict:
-    """``{hw, limits, munge_key, units, dirs, exists}`` of the look's lines (``kind: rest``):
-    ``hw`` (``slurmd -C``'s first line), ``limits`` (the hard nofile, memlock and stack limits),
-    ``munge_key`` (``owner:group:mode sha256``), ``units`` (unit -> ``active enabled``), ``dirs``
-    (path -> ``owner:group:mode:type``) and ``exists`` (the paths that exist). Other lines (the
-    files' look) are left out."""
-    out = {"hw": "", "limits": "", "munge_key": "", "units": {}, "dirs": {}, "exists": []}
+    """``{hw, limits, munge_key, munge_sum, units, dirs, exists}`` of the look's lines
+    (``kind: rest``): ``hw`` (``slurmd -C``'s first line), ``limits`` (the hard nofile, memlock
+    and stack limits), ``munge_key`` (``owner:group:mode sha256``), ``munge_sum`` (that sha256,
+    empty without a key), ``units`` (unit -> ``active enabled``), ``dirs`` (path ->
+    ``owner:group:mode:type``) and ``exists`` (the paths that exist). Other lines (the files'
+    look) are left out."""
+    out = {"hw": "", "limits": "", "munge_key": "", "munge_sum": "", "units": {}, "dirs": {}, "exists": []}
     for line in lines or []:
         kind, _, rest = str(line).partition(": ")
         name, _, value = rest.partition(" ")
@@ -24,6 +25,7 @@ def seen(lines) -> dict:
             out[kind] = rest
         elif kind == "munge-key":
             out["munge_key"] = rest
+            out["munge_sum"] = value
         elif kind == "unit":
             out["units"][name] = value.strip()
         elif kind == "dir":
