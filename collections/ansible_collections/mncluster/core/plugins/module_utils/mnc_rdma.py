@@ -24,6 +24,11 @@ def _adapters(lspci_text: str) -> tuple[int, int]:
     )
 
 
+def _counts(rdma_mode: str, lspci_text: str) -> tuple[int, int]:
+    """The PCI listing's adapters, read only with ``auto`` (a declared or absent path reads none)."""
+    return _adapters(lspci_text) if rdma_mode == "auto" else (0, 0)
+
+
 def _link(rdma_mode: str, ib: int, roce: int) -> str:
     if rdma_mode in DECLARED:
         return rdma_mode
@@ -37,7 +42,7 @@ def _link(rdma_mode: str, ib: int, roce: int) -> str:
 def link(rdma_mode: str, lspci_text: str = "") -> str:
     """``infiniband``, ``roce`` or ``none``: what rdma_mode declares, or with ``auto`` what the
     PCI listing holds (InfiniBand first)."""
-    return _link(rdma_mode, *(_adapters(lspci_text) if rdma_mode == "auto" else (0, 0)))
+    return _link(rdma_mode, *_counts(rdma_mode, lspci_text))
 
 
 def _path_reason(rdma_mode: str, path: str, ib: int, roce: int) -> str:
@@ -67,8 +72,7 @@ def plan(
     """``{rdma, memlock, nvidia-peermem}``, each ``{state, reason}``: state ``enabled``,
     ``absent`` (its files are removed) or ``skipped`` (nvidia-peermem in CPU mode or in a
     container, where the module is the host kernel's)."""
-    # the PCI listing read once (auto only: a declared or absent path reads none)
-    ib, roce = _adapters(lspci_text) if rdma_mode == "auto" else (0, 0)
+    ib, roce = _counts(rdma_mode, lspci_text)  # the listing read once, for the path and its reason
     path = _link(rdma_mode, ib, roce)
     reason = _path_reason(rdma_mode, path, ib, roce)
     memlock = "" if memlock is None else str(memlock)
