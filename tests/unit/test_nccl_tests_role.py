@@ -212,8 +212,16 @@ def test_the_build_command_is_the_rendered_one():
     build = next(t for t in main if "block" in t and t["vars"].get("artifacts_build_name") == "nccl-tests")
     assert build["vars"]["artifacts_build_fingerprint"] == "{{ __nccl_tests_fingerprint }}"
     assert build["vars"]["artifacts_build_prefix"] == "{{ __nccl_tests_prefix }}"
-    calls = [t.get("ansible.builtin.include_role", {}).get("tasks_from") for t in build["block"]]
-    assert calls == ["build_check", None, "build_install"]
+    # build_check, then one include where a node lacks the build: the build on the builder
+    # (with build_release as its rescue), then build_install
+    check, missing = build["block"]
+    assert check["ansible.builtin.include_role"]["tasks_from"] == "build_check"
+    assert missing["ansible.builtin.include_tasks"] == "build-missing.yml"
+    assert missing["when"] == "artifacts_build_result.missing | bool"
+    steps = yaml.safe_load((ROOT / "roles/nccl_tests/tasks/build-missing.yml").read_text())
+    assert steps[0]["block"][0]["ansible.builtin.include_tasks"] == "build.yml"
+    assert steps[0]["rescue"][0]["ansible.builtin.include_role"]["tasks_from"] == "build_release"
+    assert steps[1]["ansible.builtin.include_role"]["tasks_from"] == "build_install"
 
 
 def test_prefix_and_fingerprint(decided):

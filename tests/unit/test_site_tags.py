@@ -1,5 +1,5 @@
 """`site.yml --tags <stage>`: the plays the tags leave out skip their own fact gathering, but
-what is tagged always still runs there (the base play's argument check, common's import_facts),
+what is tagged always still runs there (preflight, the base play's gathering, common's import_facts),
 and the roles' defaults read the node's facts. Each stage play therefore gathers under any
 --tags where the run has not (playbooks/tasks/facts-under-tags.yml, common's import_facts).
 Run here on two local "nodes" with a tag no task has: only what runs under every --tags runs
